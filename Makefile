@@ -1,0 +1,23 @@
+# `make run` and `make test` work on a fresh machine: both create .venv/ first when needed.
+PY := .venv/bin/python
+VENV_STAMP := .venv/.installed
+
+$(VENV_STAMP): pyproject.toml
+	python3 -m venv .venv
+	$(PY) -m pip install --upgrade pip
+	$(PY) -m pip install -e ".[all,test]"
+	touch $(VENV_STAMP)
+
+.PHONY: venv run test lint
+venv: $(VENV_STAMP)
+
+run: $(VENV_STAMP)
+	$(PY) -m rlexp
+
+test: $(VENV_STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m pytest
+
+lint: $(VENV_STAMP)
+	$(PY) -m ruff format .
+	$(PY) -m ruff check --fix .

@@ -1,0 +1,50 @@
+"""`python -m rlexp --help`: every config group, its options, and each option's one-line description.
+
+The description is the first comment line of the option's YAML file, so adding an option
+documents it in the same place.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+USAGE = """usage: python -m rlexp [group=option ...] [key=value ...] [-m] [--cfg job] [--help]
+
+  python -m rlexp                          train the embedded default (tiny model, arithmetic, GRPO, CPU)
+  python -m rlexp trainer=dapo trainer.learning_rate=3e-6
+  python -m rlexp --cfg job                print the composed config without training
+  python -m rlexp -m trainer.beta=0,0.04   a sweep (one job per value)
+  python -m rlexp experiment=quick         apply an overlay from conf/experiment/
+  python -m rlexp --hydra-help             Hydra's own flags
+"""
+
+
+def describe(option: Path) -> str:
+    for line in option.read_text().splitlines():
+        line = line.strip()
+        if line.startswith("#") and not line.startswith("# @package"):
+            return line.lstrip("#").strip()
+    return ""
+
+
+def group_table(conf_dir: Path) -> str:
+    lines = []
+    root = conf_dir / "config.yaml"
+    defaults = {}
+    for line in root.read_text().splitlines():
+        if line.strip().startswith("- ") and ":" in line:
+            group, _, opt = line.strip()[2:].partition(":")
+            defaults[group.strip()] = opt.strip()
+    for group_dir in sorted(p for p in conf_dir.iterdir() if p.is_dir()):
+        group = group_dir.name
+        lines.append(f"\n{group} (default: {defaults.get(group, '-')})")
+        for opt in sorted(group_dir.glob("*.yaml")):
+            lines.append(f"  {opt.stem:<22} {describe(opt)}")
+    return "\n".join(lines)
+
+
+def print_help() -> None:
+    from rlexp.main import CONF_DIR
+
+    print(USAGE)
+    print("config groups and options:" + group_table(Path(CONF_DIR)))

@@ -1,0 +1,1 @@
+"""Typed configs (schema.py) and the cross-group rules that check them (validate.py)."""

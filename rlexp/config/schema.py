@@ -1,0 +1,195 @@
+"""Structured configs: one dataclass per Hydra group, registered in Hydra's ConfigStore.
+
+Hydra composes `conf/` on top of these schemas, so a typo in a key or a value of the wrong
+type fails at composition time. Rules that involve several groups live in `validate.py`.
+This module must stay importable without JAX: `python -m rlexp --cfg job` only touches it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+
+@dataclass
+class ModelConfig:
+    """A decoder checkpoint in Hugging Face layout and the architecture it must have."""
+
+    name: str = MISSING
+    family: str = "qwen3"  # tunix model family: qwen3, llama3, gemma4, gpt_oss
+    hf_id: str | None = None  # hub id, downloaded with huggingface_hub when `path` is unset
+    path: str | None = None  # local folder or gs:// path; "builtin:<name>" = shipped in rlexp
+    instruction_tuned: bool = False  # explicit, never inferred from the hub id
+    num_layers: int = MISSING
+    vocab_size: int = MISSING
+    embed_dim: int = MISSING
+    hidden_dim: int = MISSING
+    num_heads: int = MISSING
+    num_kv_heads: int = MISSING
+    head_dim: int = MISSING
+    max_context: int = MISSING  # tokens of prompt + completion the model supports
+    dtype: str = "float32"  # compute dtype
+    param_dtype: str = "float32"
+    remat: str = "none"  # none | full
+    extra: dict[str, Any] = field(default_factory=dict)  # family-specific architecture fields
+
+
+@dataclass
+class DatasetConfig:
+    """Where prompts and ground-truth answers come from; every row becomes {id, prompt, answer, data_source}."""
+
+    name: str = MISSING
+    source: str | None = None  # local path, gs:// path or hub id; None for synthetic sets
+    train_size: int = 4096  # rows of the train split (synthetic sets: generated; others: cap, -1 = all)
+    eval_size: int = 256
+    seed: int = 1234  # split / generation seed, independent of the training seed
+    params: dict[str, Any] = field(default_factory=dict)  # dataset-specific knobs
+
+
+@dataclass
+class MeshConfig:
+    fsdp: int = -1  # -1: all devices of the role not used by tp
+    tp: int = 1
+
+
+@dataclass
+class SliceConfig:
+    """The hardware a run uses: local CPU/GPU, or a TPU slice launched elsewhere."""
+
+    name: str = MISSING
+    kind: str = "cpu"  # cpu | gpu | tpu
+    devices: int = 1  # JAX devices the run sees (cpu: fake host devices)
+    mesh: MeshConfig = field(default_factory=MeshConfig)
+    rollout_devices: int = 0  # 0: rollout colocated with the trainer; >0: last N devices sample
+    hbm_gib_per_device: float = 0.0  # 0: unknown / host memory
+
+
+@dataclass
+class RewardFnConfig:
+    fn: str = MISSING  # registry key of the reward function
+    name: str | None = None  # metric name; defaults to fn
+    weight: float = 1.0
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RewardConfig:
+    """The reward functions scoring each completion, and how they combine."""
+
+    name: str = MISSING
+    functions: list[RewardFnConfig] = field(default_factory=list)
+    combine: str = "sum"  # sum | weighted_mean_clipped
+    max_error_ratio: float = 0.8  # stop training when more of a step's reward calls error
+
+
+@dataclass
+class ChatTemplateConfig:
+    """How a data row's question becomes the model's prompt text."""
+
+    name: str = MISSING
+    system_prompt: str = ""
+    template: str = "{question}"  # data template: layout of system prompt and question
+    chat: str | None = None  # jinja chat template; None = use the text as is
+
+
+@dataclass
+class LoraConfig:
+    rank: int = 0  # 0 = full fine-tuning
+    alpha: float = 16.0
+    module_path: str = ".*(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj).*"
+
+
+@dataclass
+class TrainerConfig:
+    """The RL algorithm, optimizer, rollout sampling, evaluation and checkpoint cadence."""
+
+    algorithm: str = MISSING  # grpo | dapo | drgrpo | gspo
+    max_steps: int = 300  # GRPO steps (one rollout batch and one optimizer update each)
+    epochs: int = 1  # passes over the train split available to max_steps
+    batch_size: int = 8  # prompts per step
+    num_generations: int = 8  # completions per prompt (group size G)
+    num_iterations: int = 1
+    # optimizer: AdamW with linear warmup then cosine decay
+    learning_rate: float = 1e-3
+    warmup_ratio: float = 0.1
+    lr_schedule: str = "cosine"  # cosine | constant
+    final_lr_ratio: float = 0.0
+    adam_b1: float = 0.9
+    adam_b2: float = 0.99
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0  # global-norm clipping; 0 disables
+    # loss
+    beta: float = 0.04  # KL coefficient; 0 skips the reference model
+    epsilon: float = 0.2
+    epsilon_high: float | None = None  # DAPO clip-higher
+    loss_agg_mode: str = "sequence-mean-token-mean"
+    # rollout
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int | None = None
+    max_prompt_tokens: int = 16
+    max_completion_tokens: int = 8
+    # evaluation: greedy accuracy and sampled pass@1 on the eval split
+    eval_every: int = 100
+    eval_prompts: int = 128
+    eval_samples: int = 4  # samples per prompt for pass@1 at temperature 1
+    samples_every: int = 50  # write prompt/completion rows to samples.jsonl
+    # checkpoints
+    checkpoint_every: int = 100
+    keep_checkpoints: int = 2
+    resume: str = "auto"  # auto | never
+    lora: LoraConfig = field(default_factory=LoraConfig)
+
+
+@dataclass
+class LoggerConfig:
+    """Experiment tracking backend; metrics.jsonl and summary.json are always written."""
+
+    name: str = "none"  # none | wandb | tensorboard
+    project: str = "rlexp"
+    entity: str | None = None
+    mode: str = "auto"  # auto (offline unless WANDB_API_KEY), online, offline
+    tags: list[str] = field(default_factory=list)
+
+
+@dataclass
+class CompileCacheConfig:
+    enabled: bool = True
+    dir: str = "~/.cache/rlexp/jax"
+
+
+@dataclass
+class RlexpConfig:
+    model: ModelConfig = MISSING
+    dataset: DatasetConfig = MISSING
+    slice: SliceConfig = MISSING
+    reward: RewardConfig = MISSING
+    chat_template: ChatTemplateConfig = MISSING
+    trainer: TrainerConfig = MISSING
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    seed: int = 0
+    run_name: str = "rlexp"
+    objective: str = "eval.after.pass_at_1"  # summary.json key returned to Hydra sweepers
+    compile_cache: CompileCacheConfig = field(default_factory=CompileCacheConfig)
+
+
+GROUP_SCHEMAS: dict[str, type] = {
+    "model": ModelConfig,
+    "dataset": DatasetConfig,
+    "slice": SliceConfig,
+    "reward": RewardConfig,
+    "chat_template": ChatTemplateConfig,
+    "trainer": TrainerConfig,
+    "logger": LoggerConfig,
+}
+
+
+def register_configs() -> None:
+    """Register the root schema and one `<group>_schema` per group (used in each option's defaults list)."""
+    cs = ConfigStore.instance()
+    cs.store(name="rlexp_schema", node=RlexpConfig)
+    for group, schema in GROUP_SCHEMAS.items():
+        cs.store(group=group, name=f"{group}_schema", node=schema)

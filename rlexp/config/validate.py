@@ -1,0 +1,166 @@
+"""Checks a composed config before anything heavy runs (no JAX import here).
+
+Every rule raises `ConfigError(key, value, fix)`, which the entry point prints as one line.
+Rules that need data or weights (row counts of real datasets, checkpoint shapes) run later,
+when those are loaded, and raise the same error type.
+"""
+
+from __future__ import annotations
+
+import math
+
+from rlexp.config.schema import RlexpConfig, SliceConfig, TrainerConfig
+from rlexp.errors import ConfigError
+
+ALGORITHMS = ("grpo", "dapo", "drgrpo", "gspo")
+LOSS_AGG_MODES = (
+    "token-mean",
+    "sequence-mean-token-mean",
+    "sequence-mean-token-scale",
+    "seq-mean-token-sum",
+    "sequence-mean-token-sum-norm",
+)
+DTYPES = ("float32", "bfloat16", "float16")
+COMBINES = ("sum", "weighted_mean_clipped")
+
+
+def _choice(key: str, value: object, allowed: tuple) -> None:
+    if value not in allowed:
+        raise ConfigError(key, value, f"use one of {', '.join(map(str, allowed))}")
+
+
+def _positive(key: str, value: float, *, allow_zero: bool = False) -> None:
+    ok = value >= 0 if allow_zero else value > 0
+    if not ok or (isinstance(value, float) and not math.isfinite(value)):
+        raise ConfigError(key, value, "must be " + (">= 0" if allow_zero else "> 0"))
+
+
+def trainer_devices(s: SliceConfig) -> int:
+    """Devices that hold the trained policy (all of them when rollout is colocated)."""
+    return s.devices - s.rollout_devices if s.rollout_devices else s.devices
+
+
+def resolve_mesh(s: SliceConfig) -> tuple[int, int]:
+    """(fsdp, tp) of the trainer mesh; fsdp=-1 takes every trainer device not used by tp."""
+    n = trainer_devices(s)
+    tp = s.mesh.tp
+    if tp < 1 or n % tp:
+        raise ConfigError("slice.mesh.tp", tp, f"must divide the {n} trainer devices of slice {s.name}")
+    fsdp = n // tp if s.mesh.fsdp == -1 else s.mesh.fsdp
+    if fsdp * tp != n:
+        raise ConfigError(
+            "slice.mesh.fsdp",
+            s.mesh.fsdp,
+            f"fsdp x tp must equal the {n} trainer devices of slice {s.name}; use -1 to derive it",
+        )
+    return fsdp, tp
+
+
+def steps_available(cfg: RlexpConfig, train_rows: int) -> int:
+    """Optimizer-update steps the train split supports at the configured batch and epochs."""
+    return train_rows * cfg.trainer.epochs // cfg.trainer.batch_size
+
+
+def _check_trainer(t: TrainerConfig) -> None:
+    _choice("trainer.algorithm", t.algorithm, ALGORITHMS)
+    _choice("trainer.loss_agg_mode", t.loss_agg_mode, LOSS_AGG_MODES)
+    _choice("trainer.lr_schedule", t.lr_schedule, ("cosine", "constant"))
+    _choice("trainer.resume", t.resume, ("auto", "never"))
+    for key in ("max_steps", "epochs", "batch_size", "num_iterations", "learning_rate", "temperature"):
+        _positive(f"trainer.{key}", getattr(t, key))
+    for key in ("max_prompt_tokens", "max_completion_tokens", "eval_every", "eval_prompts"):
+        _positive(f"trainer.{key}", getattr(t, key))
+    for key in ("eval_samples", "samples_every", "checkpoint_every", "keep_checkpoints"):
+        _positive(f"trainer.{key}", getattr(t, key))
+    for key in ("beta", "weight_decay", "grad_clip", "final_lr_ratio"):
+        _positive(f"trainer.{key}", getattr(t, key), allow_zero=True)
+    if t.num_generations < 2:
+        raise ConfigError("trainer.num_generations", t.num_generations, "GRPO needs >= 2 completions per prompt")
+    if not 0 <= t.warmup_ratio < 1:
+        raise ConfigError("trainer.warmup_ratio", t.warmup_ratio, "use a fraction in [0, 1)")
+    if not 0 < t.epsilon < 1:
+        raise ConfigError("trainer.epsilon", t.epsilon, "use a clip range in (0, 1), e.g. 0.2")
+    if t.epsilon_high is not None and t.epsilon_high < t.epsilon:
+        raise ConfigError("trainer.epsilon_high", t.epsilon_high, f"must be >= trainer.epsilon={t.epsilon}")
+    if t.epsilon_high is not None and t.algorithm != "dapo":
+        raise ConfigError("trainer.epsilon_high", t.epsilon_high, "clip-higher is DAPO's: set trainer=dapo or null")
+    if not 0 < t.top_p <= 1:
+        raise ConfigError("trainer.top_p", t.top_p, "use a probability in (0, 1]")
+    if t.top_k is not None and t.top_k < 1:
+        raise ConfigError("trainer.top_k", t.top_k, "use null (no top-k) or an integer >= 1")
+    if t.checkpoint_every % t.eval_every:
+        raise ConfigError(
+            "trainer.checkpoint_every",
+            t.checkpoint_every,
+            f"must be a multiple of trainer.eval_every={t.eval_every} so every checkpoint has an eval",
+        )
+    if t.lora.rank < 0:
+        raise ConfigError("trainer.lora.rank", t.lora.rank, "use 0 (full fine-tuning) or a positive rank")
+
+
+def validate(cfg: RlexpConfig) -> None:
+    """Raise ConfigError on the first broken rule; return None when the config is runnable."""
+    t, m, s = cfg.trainer, cfg.model, cfg.slice
+    _check_trainer(t)
+    _choice("model.dtype", m.dtype, DTYPES)
+    _choice("model.param_dtype", m.param_dtype, DTYPES)
+    _choice("model.remat", m.remat, ("none", "full"))
+    if not (m.path or m.hf_id):
+        raise ConfigError("model.path", m.path, "set model.path (folder or gs://) or model.hf_id")
+    _choice("slice.kind", s.kind, ("cpu", "gpu", "tpu"))
+    _positive("slice.devices", s.devices)
+    if not 0 <= s.rollout_devices < s.devices:
+        raise ConfigError("slice.rollout_devices", s.rollout_devices, f"use 0 (colocated) or fewer than {s.devices}")
+    fsdp, _tp = resolve_mesh(s)
+    rollouts = t.batch_size * t.num_generations
+    if rollouts % fsdp:
+        raise ConfigError(
+            "trainer.batch_size",
+            t.batch_size,
+            f"batch_size x num_generations = {rollouts} must be divisible by the data-parallel size "
+            f"{fsdp} of slice {s.name}",
+        )
+    total = t.max_prompt_tokens + t.max_completion_tokens
+    if total > m.max_context:
+        raise ConfigError(
+            "trainer.max_completion_tokens",
+            t.max_completion_tokens,
+            f"max_prompt_tokens + max_completion_tokens = {total} exceeds model {m.name}'s "
+            f"context of {m.max_context}; lower one of them",
+        )
+    if cfg.dataset.train_size > 0:  # datasets of unknown size are checked after loading
+        check_steps(cfg, cfg.dataset.train_size)
+    if t.eval_prompts > cfg.dataset.eval_size > 0:
+        raise ConfigError("trainer.eval_prompts", t.eval_prompts, f"the eval split has {cfg.dataset.eval_size} rows")
+    _check_reward(cfg)
+    _choice("logger.name", cfg.logger.name, ("none", "wandb", "tensorboard"))
+
+
+def check_steps(cfg: RlexpConfig, train_rows: int) -> None:
+    """max_steps must fit in the data; the message says how many steps the data gives."""
+    t = cfg.trainer
+    available = steps_available(cfg, train_rows)
+    if t.max_steps > available:
+        raise ConfigError(
+            "trainer.max_steps",
+            t.max_steps,
+            f"the train split ({train_rows} rows x {t.epochs} epochs / batch {t.batch_size}) gives only "
+            f"{available} steps; lower max_steps or raise trainer.epochs",
+        )
+
+
+def _check_reward(cfg: RlexpConfig) -> None:
+    from rlexp.rewards.registry import known_reward_fns
+
+    r = cfg.reward
+    if not r.functions:
+        raise ConfigError("reward.functions", [], "list at least one reward function")
+    _choice("reward.combine", r.combine, COMBINES)
+    if not 0 <= r.max_error_ratio <= 1:
+        raise ConfigError("reward.max_error_ratio", r.max_error_ratio, "use a fraction in [0, 1]")
+    known = known_reward_fns()
+    for i, f in enumerate(r.functions):
+        if f.fn not in known:
+            raise ConfigError(f"reward.functions[{i}].fn", f.fn, f"use one of {', '.join(sorted(known))}")
+        if not math.isfinite(f.weight):
+            raise ConfigError(f"reward.functions[{i}].weight", f.weight, "use a finite number")

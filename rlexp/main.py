@@ -1,0 +1,55 @@
+"""The Hydra entry point: compose, validate, then train (or hand the job to a remote launcher).
+
+Returns the sweep objective (a summary.json key, `objective=`) so Hydra sweepers can optimise it.
+JAX and Tunix are imported only once a run actually trains, so `--cfg job` stays fast.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from rlexp.config.schema import RlexpConfig, register_configs
+from rlexp.config.validate import validate
+from rlexp.errors import RlexpError
+
+CONF_DIR = os.environ.get("RLEXP_CONF_DIR", str(Path(__file__).resolve().parent.parent / "conf"))
+register_configs()
+
+
+def to_config(cfg: DictConfig) -> RlexpConfig:
+    """The typed dataclass tree of a composed DictConfig (interpolations resolved)."""
+    return OmegaConf.to_object(cfg)  # type: ignore[return-value]
+
+
+def fail(err: BaseException) -> None:
+    """Report a user error as one line and exit 2; HYDRA_FULL_ERROR=1 keeps the traceback."""
+    if os.environ.get("HYDRA_FULL_ERROR") == "1":
+        raise err
+    print(f"rlexp: error: {err}", file=sys.stderr)
+    sys.exit(2)
+
+
+def run(cfg: DictConfig) -> float:
+    """Validate and train one job; returns the objective value."""
+    from hydra.core.hydra_config import HydraConfig
+
+    conf = to_config(cfg)
+    validate(conf)
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    from rlexp.train.run import train  # heavy: JAX, Tunix
+
+    return train(conf, cfg, run_dir)
+
+
+@hydra.main(version_base=None, config_path=CONF_DIR, config_name="config")
+def main(cfg: DictConfig) -> float | None:
+    try:
+        return run(cfg)
+    except RlexpError as err:
+        fail(err)
+    return None

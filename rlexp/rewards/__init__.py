@@ -1,0 +1,1 @@
+"""Reward functions: a registry of factories and the built-in scorers."""

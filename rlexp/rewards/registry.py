@@ -1,0 +1,44 @@
+"""Registry of reward-function factories, keyed by the name used in `conf/reward/*.yaml`.
+
+A factory takes the option's `kwargs` and returns a scorer with Tunix's reward signature,
+`fn(prompts, completions, **batch_fields) -> list[float]`; batch fields such as `answer`
+arrive repeated once per completion. Registering a new reward is one decorated function.
+Modules that define rewards are listed in `_BUILTIN_MODULES` and imported lazily.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+RewardFn = Callable[..., list[float]]
+_FACTORIES: dict[str, Callable[..., RewardFn]] = {}
+_BUILTIN_MODULES = ("rlexp.rewards.arith",)
+
+
+def register(name: str) -> Callable[[Callable[..., RewardFn]], Callable[..., RewardFn]]:
+    """Decorator: make a reward factory available as `fn: <name>` in reward configs."""
+
+    def deco(factory: Callable[..., RewardFn]) -> Callable[..., RewardFn]:
+        if name in _FACTORIES and _FACTORIES[name] is not factory:
+            raise ValueError(f"reward function {name!r} is registered twice")
+        _FACTORIES[name] = factory
+        return factory
+
+    return deco
+
+
+def _load_builtins() -> None:
+    for module in _BUILTIN_MODULES:
+        importlib.import_module(module)
+
+
+def known_reward_fns() -> set[str]:
+    _load_builtins()
+    return set(_FACTORIES)
+
+
+def make_reward_fn(name: str, kwargs: dict[str, Any] | None = None) -> RewardFn:
+    _load_builtins()
+    return _FACTORIES[name](**(kwargs or {}))
