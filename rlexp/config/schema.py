@@ -42,6 +42,7 @@ class DatasetConfig:
     """Where prompts and ground-truth answers come from; every row becomes {id, prompt, answer, data_source}."""
 
     name: str = MISSING
+    loader: str = MISSING  # registry key of the loader: arith, jsonl, parquet, gsm8k, ...
     source: str | None = None  # local path, gs:// path or hub id; None for synthetic sets
     train_size: int = 4096  # rows of the train split (synthetic sets: generated; others: cap, -1 = all)
     eval_size: int = 256

@@ -1,0 +1,50 @@
+"""Dataset loaders keyed by `dataset.loader`, and the split type they return.
+
+A loader gets the DatasetConfig and returns `Splits` of raw rows whose `question` is the
+task text; `prompt` is filled in later by the chat template (rlexp.data.templates), so the
+same data can be rendered for any model. Unparseable rows are counted, never trained on.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlexp.config.schema import DatasetConfig
+from rlexp.errors import ConfigError
+
+Row = dict[str, Any]  # {id, question, answer, data_source} (+ prompt after rendering)
+
+
+@dataclass
+class Splits:
+    train: list[Row]
+    eval: list[Row]
+    skipped: dict[str, int] = field(default_factory=dict)  # reason -> count of rows not used
+
+
+Loader = Callable[[DatasetConfig], Splits]
+_LOADERS: dict[str, Loader] = {}
+_BUILTIN_MODULES = ("rlexp.data.arith",)
+
+
+def register(name: str) -> Callable[[Loader], Loader]:
+    def deco(fn: Loader) -> Loader:
+        _LOADERS[name] = fn
+        return fn
+
+    return deco
+
+
+def known_loaders() -> set[str]:
+    for m in _BUILTIN_MODULES:
+        importlib.import_module(m)
+    return set(_LOADERS)
+
+
+def load_splits(cfg: DatasetConfig) -> Splits:
+    if cfg.loader not in known_loaders():
+        raise ConfigError("dataset.loader", cfg.loader, f"use one of {', '.join(sorted(_LOADERS))}")
+    return _LOADERS[cfg.loader](cfg)
