@@ -174,6 +174,7 @@ class RlexpConfig:
     seed: int = 0
     run_name: str = "rlexp"
     objective: str = "eval.after.pass_at_1"  # summary.json key returned to Hydra sweepers
+    output_dir: str | None = None  # where run files go (local path or gs://); null = Hydra's run dir
     compile_cache: CompileCacheConfig = field(default_factory=CompileCacheConfig)
 
 
