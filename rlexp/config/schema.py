@@ -48,6 +48,17 @@ class DatasetConfig:
     eval_size: int = 256
     seed: int = 1234  # split / generation seed, independent of the training seed
     params: dict[str, Any] = field(default_factory=dict)  # dataset-specific knobs
+    # file and hub datasets (rlexp/data/files.py)
+    subset: str | None = None  # hub config name (GSM8K: main)
+    split: str = "train"  # train split: file-name prefix in a folder, or hub split
+    eval_split: str | None = None  # null: hold out eval_fraction of the train split
+    eval_source: str | None = None  # a separate file/folder for eval rows (default: source)
+    eval_fraction: float = 0.05
+    format: str = "auto"  # auto (by suffix) | jsonl | json | parquet
+    prompt_field: str = "question"  # dotted path; a chat message list uses its last user turn
+    answer_field: str = "answer"
+    id_field: str | None = None  # null: "<name>-<split>-<row index>"
+    data_source: str | None = None  # label copied into every row; null: dataset name
 
 
 @dataclass
@@ -74,6 +85,7 @@ class RewardFnConfig:
     name: str | None = None  # metric name; defaults to fn
     weight: float = 1.0
     kwargs: dict[str, Any] = field(default_factory=dict)
+    range: list[float] = field(default_factory=lambda: [-1.0, 1.0])  # values outside fail the preflight
 
 
 @dataclass
@@ -93,7 +105,9 @@ class ChatTemplateConfig:
     name: str = MISSING
     system_prompt: str = ""
     template: str = "{question}"  # data template: layout of system prompt and question
-    chat: str | None = None  # jinja chat template; None = use the text as is
+    chat: str | None = None  # jinja chat template; None = use the text as is; "tokenizer" = the tokenizer's own
+    bos_token: str = ""  # what {{ bos_token }} renders to when no tokenizer is at hand
+    turn_markers: list[str] = field(default_factory=list)  # must not appear doubled in a rendered prompt
 
 
 @dataclass
@@ -163,6 +177,17 @@ class CompileCacheConfig:
 
 
 @dataclass
+class ValidateConfig:
+    """The preflight (`python -m rlexp.validate`): score a few rows with every reward before a launch."""
+
+    rows: int = 8  # dataset rows to render and score
+    completions: str | None = None  # jsonl of {id, completion}: score these, no model needed
+    generations: int = 2  # completions sampled per row (groups for the zero-variance share)
+    max_new_tokens: int | None = None  # null: trainer.max_completion_tokens
+    skip: bool = False  # launchers submit without the preflight (explicit opt-out)
+
+
+@dataclass
 class RlexpConfig:
     model: ModelConfig = MISSING
     dataset: DatasetConfig = MISSING
@@ -176,6 +201,7 @@ class RlexpConfig:
     objective: str = "eval.after.pass_at_1"  # summary.json key returned to Hydra sweepers
     output_dir: str | None = None  # where run files go (local path or gs://); null = Hydra's run dir
     compile_cache: CompileCacheConfig = field(default_factory=CompileCacheConfig)
+    validate: ValidateConfig = field(default_factory=ValidateConfig)
 
 
 GROUP_SCHEMAS: dict[str, type] = {
