@@ -1,0 +1,75 @@
+"""Checks on a Hugging Face checkpoint folder before its weights are read, and the Tunix loader call.
+
+A folder must hold config.json and either one `model.safetensors` or the shards that
+`model.safetensors.index.json` names; a missing shard is reported by name before any weight is read.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import fsspec
+
+from rlexp.errors import RlexpError
+
+INDEX = "model.safetensors.index.json"
+
+
+def _fs(path: str) -> tuple[Any, str]:
+    fs, _, (root,) = fsspec.get_fs_token_paths(path)
+    return fs, root.rstrip("/")
+
+
+def safetensors_files(ckpt_dir: str) -> list[str]:
+    """Paths of the folder's safetensors files; raises naming any shard the index lists but the folder lacks."""
+    fs, root = _fs(ckpt_dir)
+    if not fs.exists(root):
+        raise RlexpError(f"checkpoint folder {ckpt_dir} does not exist; set model.path to a folder with safetensors")
+    present = {p.rsplit("/", 1)[-1] for p in fs.ls(root, detail=False)}
+    if INDEX in present:
+        with fs.open(f"{root}/{INDEX}", "r") as f:
+            weight_map = json.load(f).get("weight_map", {})
+        shards = sorted(set(weight_map.values()))
+        missing = [s for s in shards if s not in present]
+        if missing:
+            raise RlexpError(
+                f"{ckpt_dir}: missing safetensors shard(s) {', '.join(missing)} listed in {INDEX} "
+                f"({len(shards) - len(missing)} of {len(shards)} present); download them again"
+            )
+        return [f"{root}/{s}" for s in shards]
+    files = sorted(p for p in present if p.endswith(".safetensors"))
+    if not files:
+        raise RlexpError(f"{ckpt_dir}: no *.safetensors files; a checkpoint folder needs its weights in safetensors")
+    return [f"{root}/{s}" for s in files]
+
+
+def local_copy(ckpt_dir: str) -> str:
+    """A local folder with the checkpoint (gs:// folders are copied once into the local cache)."""
+    if "://" not in ckpt_dir:
+        return ckpt_dir
+    from tunix.oss import utils
+
+    return utils.load_file_from_gcs(ckpt_dir)
+
+
+def load_with_tunix(
+    ckpt_dir: str,
+    model_class: type,
+    config: Any,
+    key_mapping: Any,
+    *,
+    mesh: Any = None,
+    preprocess_fn: Any = None,
+    dtype: Any = None,
+) -> Any:
+    """Tunix's generic safetensors loader after the folder checks, with its errors turned into one line."""
+    from tunix.models import safetensors_loader
+
+    safetensors_files(ckpt_dir)
+    try:
+        return safetensors_loader.load_and_create_model(
+            local_copy(ckpt_dir), model_class, config, key_mapping, mesh=mesh, preprocess_fn=preprocess_fn, dtype=dtype
+        )
+    except (AssertionError, ValueError) as err:
+        raise RlexpError(f"{ckpt_dir}: weights do not fit the model option: {str(err).splitlines()[0]}") from err

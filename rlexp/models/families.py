@@ -1,0 +1,263 @@
+"""Model families: what each `model.family` needs in its option, in config.json, and how it is built.
+
+Pure Python at import time (the preflight and `--cfg` paths use the checks without JAX); the
+builders import JAX, Tunix and the family's model code only when a model is actually created.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlexp.config.schema import ModelConfig
+from rlexp.errors import ConfigError, RlexpError
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    hf_model_types: tuple[str, ...]  # config.json "model_type" values this family loads
+    required_extra: tuple[str, ...]
+    # option field or extra key -> config.json key, compared when a checkpoint is loaded
+    hf_fields: dict[str, str] = field(default_factory=dict)
+
+
+_COMMON = {
+    "num_layers": "num_hidden_layers",
+    "vocab_size": "vocab_size",
+    "embed_dim": "hidden_size",
+    "hidden_dim": "intermediate_size",
+    "num_heads": "num_attention_heads",
+    "num_kv_heads": "num_key_value_heads",
+    "head_dim": "head_dim",
+}
+
+FAMILIES: dict[str, Family] = {
+    "qwen3": Family(
+        "qwen3",
+        ("qwen3",),
+        ("rope_theta", "norm_eps", "tie_word_embeddings"),
+        {**_COMMON, "extra.rope_theta": "rope_theta", "extra.tie_word_embeddings": "tie_word_embeddings"},
+    ),
+    "llama3": Family(
+        "llama3",
+        ("llama",),
+        ("rope_theta", "norm_eps", "tie_word_embeddings"),
+        {**_COMMON, "extra.rope_theta": "rope_theta", "extra.tie_word_embeddings": "tie_word_embeddings"},
+    ),
+    "gemma4": Family(
+        "gemma4",
+        ("gemma4", "gemma4_text"),
+        ("global_head_dim", "per_layer_input_dim", "num_kv_shared_layers", "sliding_window", "sliding_window_pattern"),
+        {
+            **_COMMON,
+            "extra.global_head_dim": "global_head_dim",
+            "extra.per_layer_input_dim": "hidden_size_per_layer_input",
+            "extra.num_kv_shared_layers": "num_kv_shared_layers",
+            "extra.sliding_window": "sliding_window",
+        },
+    ),
+    "gpt_oss": Family(
+        "gpt_oss",
+        ("gpt_oss",),
+        ("num_experts", "experts_per_token", "sliding_window", "rope_theta"),
+        {
+            **_COMMON,
+            "extra.num_experts": "num_local_experts",
+            "extra.experts_per_token": "num_experts_per_tok",
+            "extra.sliding_window": "sliding_window",
+            "extra.rope_theta": "rope_theta",
+        },
+    ),
+}
+
+
+def family_of(m: ModelConfig) -> Family:
+    if m.family not in FAMILIES:
+        raise ConfigError("model.family", m.family, f"use one of {', '.join(FAMILIES)}")
+    return FAMILIES[m.family]
+
+
+def hub_id_instruction_tuned(hf_id: str) -> bool | None:
+    """Whether a hub id names an instruction-tuned release, from naming conventions; None if unknown."""
+    name = hf_id.rsplit("/", 1)[-1].lower()
+    if name.endswith("-it") or "instruct" in name or "-chat" in name or name.startswith("gpt-oss"):
+        return True
+    if "base" in name.split("-") or name.endswith("-base"):
+        return False
+    if name.startswith("qwen3-"):
+        return True  # Qwen3 post-trained releases carry no suffix; pretrained ones end in -Base
+    if name.startswith(("gemma-4-", "llama-3")):
+        return False  # base releases carry no suffix; tuned ones end in -it / -Instruct
+    return None
+
+
+def check_model_option(m: ModelConfig) -> None:
+    """Rules on a model option that need no checkpoint (run by config validation)."""
+    fam = family_of(m)
+    missing = [k for k in fam.required_extra if k not in (m.extra or {})]
+    if missing:
+        need = ", ".join(f"extra.{k}" for k in missing)
+        raise ConfigError("model.extra", sorted(m.extra or {}), f"family {fam.name} needs {need}")
+    if m.hf_id and not m.path:
+        tuned = hub_id_instruction_tuned(m.hf_id)
+        if tuned is not None and tuned != m.instruction_tuned:
+            kind = "an instruction-tuned" if tuned else "a base (pretrained)"
+            raise ConfigError(
+                "model.instruction_tuned",
+                m.instruction_tuned,
+                f"model.hf_id={m.hf_id} is {kind} checkpoint; set model.instruction_tuned={str(tuned).lower()} "
+                "or pick the other hub id",
+            )
+    if m.num_heads % m.num_kv_heads:
+        raise ConfigError("model.num_kv_heads", m.num_kv_heads, f"must divide model.num_heads={m.num_heads}")
+
+
+def text_config(hf: dict[str, Any]) -> dict[str, Any]:
+    """The language-model part of a config.json (multimodal configs nest it under text_config)."""
+    return hf.get("text_config") or hf
+
+
+def _option_value(m: ModelConfig, key: str) -> Any:
+    if key.startswith("extra."):
+        return (m.extra or {}).get(key[len("extra.") :])
+    return getattr(m, key)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return bool(a) == bool(b)
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return math.isclose(float(a), float(b), rel_tol=1e-9)
+    return a == b
+
+
+def check_hf_config(m: ModelConfig, hf: dict[str, Any], source: str) -> None:
+    """Compare a checkpoint's config.json with the model option; one error naming every mismatch."""
+    fam = family_of(m)
+    tc = text_config(hf)
+    model_type = tc.get("model_type") or hf.get("model_type")
+    if model_type and model_type not in fam.hf_model_types:
+        raise RlexpError(
+            f"{source}/config.json: model_type={model_type!r} is not a {fam.name} checkpoint "
+            f"(expects {', '.join(fam.hf_model_types)}); pick the matching model= option"
+        )
+    rows = []
+    for ours, theirs in fam.hf_fields.items():
+        if theirs not in tc:
+            continue
+        want, got = _option_value(m, ours), tc[theirs]
+        if want is None:
+            continue
+        if ours == "head_dim" and got is None:
+            continue
+        if not _same(want, got):
+            rows.append(f"model.{ours}={want} vs {theirs}={got}")
+    if rows:
+        raise RlexpError(
+            f"{source}/config.json disagrees with model={m.name}: {'; '.join(rows)}; "
+            "pick the model option matching the checkpoint or fix the option"
+        )
+
+
+def read_hf_config(ckpt_dir: str) -> dict[str, Any]:
+    import fsspec
+
+    path = ckpt_dir.rstrip("/") + "/config.json"
+    try:
+        with fsspec.open(path, "r") as f:
+            return json.load(f)
+    except FileNotFoundError as err:
+        raise RlexpError(f"{path} not found: a checkpoint folder needs config.json next to its safetensors") from err
+
+
+def model_config_from_hf(hf: dict[str, Any], *, name: str, path: str | None = None) -> ModelConfig:
+    """A model option describing a Hugging Face config.json (tests, and `rlexp.export` metadata)."""
+    tc = text_config(hf)
+    mt = tc["model_type"]
+    family = {"qwen3": "qwen3", "llama": "llama3", "gemma4_text": "gemma4", "gemma4": "gemma4", "gpt_oss": "gpt_oss"}
+    if mt not in family:
+        raise RlexpError(f"config.json model_type={mt!r} is not supported; supported: {', '.join(family)}")
+    head_dim = tc.get("head_dim") or tc["hidden_size"] // tc["num_attention_heads"]
+    m = ModelConfig(
+        name=name,
+        family=family[mt],
+        path=path,
+        num_layers=tc["num_hidden_layers"],
+        vocab_size=tc["vocab_size"],
+        embed_dim=tc["hidden_size"],
+        hidden_dim=tc["intermediate_size"],
+        num_heads=tc["num_attention_heads"],
+        num_kv_heads=tc["num_key_value_heads"],
+        head_dim=head_dim,
+        max_context=tc.get("max_position_embeddings", 4096),
+    )
+    rope = tc.get("rope_parameters") or {}
+    tie = bool(hf.get("tie_word_embeddings", tc.get("tie_word_embeddings", False)))
+    if m.family in ("qwen3", "llama3", "gpt_oss"):
+        theta = tc.get("rope_theta") or rope.get("rope_theta", 10000.0)
+        m.extra = {"rope_theta": theta, "norm_eps": tc.get("rms_norm_eps", 1e-6), "tie_word_embeddings": tie}
+        scaling = tc.get("rope_scaling") or (rope if rope.get("rope_type", "default") != "default" else None)
+        if scaling and scaling.get("rope_type", scaling.get("type")) not in (None, "default"):
+            m.extra["rope_scaling"] = {k: v for k, v in scaling.items() if k != "rope_theta"}
+    if m.family == "gpt_oss":
+        m.extra.update(
+            num_experts=tc["num_local_experts"],
+            experts_per_token=tc["num_experts_per_tok"],
+            sliding_window=tc["sliding_window"],
+            swiglu_limit=tc.get("swiglu_limit", 7.0),
+        )
+        if tc.get("layer_types"):
+            m.extra["layer_types"] = list(tc["layer_types"])
+    if m.family == "gemma4":
+        types = tc.get("layer_types") or []
+        period = (types.index("full_attention") + 1) if "full_attention" in types else 6
+        full = rope.get("full_attention", {})
+        m.extra = {
+            "global_head_dim": tc.get("global_head_dim", 512),
+            "per_layer_input_dim": tc.get("hidden_size_per_layer_input") or 0,
+            "num_kv_shared_layers": tc.get("num_kv_shared_layers", 0),
+            "sliding_window": tc["sliding_window"],
+            "sliding_window_pattern": period,
+            "final_logit_softcap": tc.get("final_logit_softcapping"),
+            "local_rope_theta": rope.get("sliding_attention", {}).get("rope_theta", 10000.0),
+            "global_rope_theta": full.get("rope_theta", 1e6),
+            "global_rope_proportion": full.get("partial_rotary_factor", 1.0),
+            "use_double_wide_mlp": bool(tc.get("use_double_wide_mlp", False)),
+            "norm_eps": tc.get("rms_norm_eps", 1e-6),
+            "tie_word_embeddings": tie,
+        }
+    return m
+
+
+def build_model(m: ModelConfig, ckpt_dir: str, mesh: Any = None) -> Any:
+    """Create the family's nnx model with the checkpoint's weights (local folder or gs://)."""
+    family_of(m)
+    builders: dict[str, Callable[..., Any]] = {
+        "qwen3": _build_tunix_text,
+        "llama3": _build_tunix_text,
+        "gemma4": _build_gemma4,
+        "gpt_oss": _build_gpt_oss,
+    }
+    return builders[m.family](m, ckpt_dir, mesh)
+
+
+def _build_tunix_text(m: ModelConfig, ckpt_dir: str, mesh: Any) -> Any:
+    from rlexp.models import tunix_text
+
+    return tunix_text.create(m, ckpt_dir, mesh)
+
+
+def _build_gemma4(m: ModelConfig, ckpt_dir: str, mesh: Any) -> Any:
+    from rlexp.models import gemma4
+
+    return gemma4.create(m, ckpt_dir, mesh)
+
+
+def _build_gpt_oss(m: ModelConfig, ckpt_dir: str, mesh: Any) -> Any:
+    from rlexp.models.gpt_oss import params
+
+    return params.create(m, ckpt_dir, mesh)

@@ -1,0 +1,155 @@
+"""Qwen3 and Llama 3 through Tunix's implementations and safetensors loaders, with the checkpoint's RoPE.
+
+Tunix 0.1.7's qwen3 and llama3 attention call a module-level `apply_rope` with its default
+theta (1e6) and no frequency scaling, whatever the config says. Llama 3.1 uses theta 5e5 with
+"llama3" scaling, Qwen3-2507 uses 5e6, so their logits would silently differ from the reference.
+The model classes below keep Tunix's modules and parameter layout; while one of them runs, its
+RoPE frequencies are published in a context variable that the patched `apply_rope` reads.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import math
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+from tunix.models.llama3 import model as llama3_lib
+from tunix.models.llama3 import params as llama3_params
+from tunix.models.qwen3 import model as qwen3_lib
+from tunix.models.qwen3 import params as qwen3_params
+
+from rlexp.config.schema import ModelConfig
+from rlexp.models.checkpoint import load_with_tunix
+
+_INV_FREQ: contextvars.ContextVar[tuple[float, ...] | None] = contextvars.ContextVar("rlexp_rope", default=None)
+
+
+def rope_inv_freq(head_dim: int, theta: float, scaling: dict[str, Any] | None = None) -> tuple[float, ...]:
+    """Rotation frequency of each of the head_dim/2 pairs, as Hugging Face computes them."""
+    inv = 1.0 / (theta ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim))
+    kind = (scaling or {}).get("rope_type", (scaling or {}).get("type"))
+    if kind == "llama3":
+        factor = scaling["factor"]
+        low, high = scaling["low_freq_factor"], scaling["high_freq_factor"]
+        old_ctx = scaling["original_max_position_embeddings"]
+        wavelen = 2 * math.pi / inv
+        scaled = np.where(wavelen > old_ctx / low, inv / factor, inv)
+        smooth = (old_ctx / wavelen - low) / (high - low)
+        smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+        medium = (wavelen >= old_ctx / high) & (wavelen <= old_ctx / low)
+        inv = np.where(medium, smoothed, scaled)
+    elif kind not in (None, "default"):
+        raise ValueError(f"rope_type {kind!r} is not supported for this family")
+    return tuple(float(x) for x in inv.astype(np.float32))
+
+
+def _rope_from_context(original):
+    def apply_rope(inputs, positions, head_dim, rope_theta=1_000_000):
+        inv = _INV_FREQ.get()
+        if inv is None or len(inv) != head_dim // 2:
+            return original(inputs, positions, head_dim, rope_theta)
+        angles = positions[..., None].astype(jnp.float32) * jnp.asarray(inv, jnp.float32)
+        angles = angles[..., None, :]
+        sin, cos = jnp.sin(angles), jnp.cos(angles)
+        first, second = jnp.split(inputs.astype(jnp.float32), 2, axis=-1)
+        out = jnp.concatenate([first * cos - second * sin, second * cos + first * sin], axis=-1)
+        return out.astype(inputs.dtype)
+
+    apply_rope.rlexp_patched = True
+    return apply_rope
+
+
+for _lib in (qwen3_lib, llama3_lib):
+    if not getattr(_lib.apply_rope, "rlexp_patched", False):
+        _lib.apply_rope = _rope_from_context(_lib.apply_rope)
+
+
+class _RopeScope:
+    rope_inv_freq: tuple[float, ...]
+
+    def __call__(self, *args, **kwargs):
+        token = _INV_FREQ.set(self.rope_inv_freq)
+        try:
+            return super().__call__(*args, **kwargs)
+        finally:
+            _INV_FREQ.reset(token)
+
+
+class Qwen3(_RopeScope, qwen3_lib.Qwen3):
+    """Tunix's Qwen3 with the checkpoint's RoPE theta."""
+
+    def __init__(self, config: qwen3_lib.ModelConfig, *, rngs: Any) -> None:
+        super().__init__(config, rngs=rngs)
+        self.rope_inv_freq = rope_inv_freq(config.head_dim, config.rope_theta)
+
+
+@dataclasses.dataclass(frozen=True)
+class Llama3Config(llama3_lib.ModelConfig):
+    rope_scaling: tuple[tuple[str, Any], ...] = ()  # Hugging Face rope_scaling items
+
+
+class Llama3(_RopeScope, llama3_lib.Llama3):
+    """Tunix's Llama3 with the checkpoint's RoPE theta and llama3 frequency scaling."""
+
+    def __init__(self, config: llama3_lib.ModelConfig, *, rngs: Any) -> None:
+        super().__init__(config, rngs=rngs)
+        scaling = dict(getattr(config, "rope_scaling", ()))
+        self.rope_inv_freq = rope_inv_freq(config.head_dim, config.rope_theta, scaling)
+
+    def init_cache(self, batch_size: int, cache_size: int, dtype: Any) -> dict[str, Any]:
+        """The Sampler's KV cache (Tunix's llama3 has no init_cache and falls back to a deprecated path)."""
+        c = self.config
+        shape = (batch_size, cache_size, c.num_kv_heads, c.head_dim)
+        return {
+            f"layer_{i}": {
+                "k": jnp.zeros(shape, dtype=dtype),
+                "v": jnp.zeros(shape, dtype=dtype),
+                "end_index": jnp.zeros((batch_size,), dtype=jnp.int32),
+            }
+            for i in range(c.num_layers)
+        }
+
+
+def jnp_dtype(name: str) -> Any:
+    return {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}[name]
+
+
+def tunix_config(m: ModelConfig) -> Any:
+    x = m.extra
+    common = dict(
+        num_layers=m.num_layers,
+        vocab_size=m.vocab_size,
+        embed_dim=m.embed_dim,
+        hidden_dim=m.hidden_dim,
+        num_heads=m.num_heads,
+        head_dim=m.head_dim,
+        num_kv_heads=m.num_kv_heads,
+        rope_theta=x["rope_theta"],
+        norm_eps=x["norm_eps"],
+    )
+    if m.family == "qwen3":
+        remat = qwen3_lib.RematConfig.DECODER if m.remat == "full" else qwen3_lib.RematConfig.NONE
+        return qwen3_lib.ModelConfig(
+            **common,
+            use_tied_embedding=bool(x["tie_word_embeddings"]),
+            remat_config=remat,
+            dtype=jnp_dtype(m.dtype),
+            param_dtype=jnp_dtype(m.param_dtype),
+        )
+    remat = llama3_lib.RematConfig.DECODER if m.remat == "full" else llama3_lib.RematConfig.NONE
+    scaling = tuple(sorted(dict(x.get("rope_scaling") or {}).items()))
+    return Llama3Config(**common, weight_tying=bool(x["tie_word_embeddings"]), remat_config=remat, rope_scaling=scaling)
+
+
+def create(m: ModelConfig, ckpt_dir: str, mesh: Any = None) -> Any:
+    """Load a Qwen3 or Llama 3 checkpoint in Hugging Face layout."""
+    cfg = tunix_config(m)
+    if m.family == "qwen3":
+        cls, mapping, pre = Qwen3, qwen3_params._get_key_and_transform_mapping, qwen3_params._stack_experts
+    else:
+        cls, mapping, pre = Llama3, llama3_params._get_key_and_transform_mapping, None
+    # llama3 in Tunix has no compute-dtype knob: its weights are held in model.param_dtype
+    return load_with_tunix(ckpt_dir, cls, cfg, mapping, mesh=mesh, preprocess_fn=pre, dtype=jnp_dtype(m.param_dtype))
