@@ -77,6 +77,19 @@ class SliceConfig:
     mesh: MeshConfig = field(default_factory=MeshConfig)
     rollout_devices: int = 0  # 0: rollout colocated with the trainer; >0: last N devices sample
     hbm_gib_per_device: float = 0.0  # 0: unknown / host memory
+    # TPU slices (conf/slice/v*.yaml): set name + topology; the rest is derived by rlexp/launch/slices.py
+    topology: str | None = None  # e.g. 4x8, 2x4x4
+    num_slices: int = 1  # identical slices joined over DCN (Pathways)
+    chips: int = 0  # chips per slice (0: not a TPU)
+    chips_per_vm: int = 0
+    vms: int = 0  # TPU VMs (GKE nodes) per slice
+    accelerator: str | None = None  # GKE label cloud.google.com/gke-tpu-accelerator
+    machine_type: str | None = None
+    instance_type: str | None = None  # Pathways resource manager --instance_type
+    # GPU slices: hosts and GPUs per host (Slurm: one JAX process per node)
+    nodes: int = 1
+    gpus_per_node: int = 0
+    gpu_type: str | None = None
 
 
 @dataclass
@@ -96,6 +109,7 @@ class RewardConfig:
     functions: list[RewardFnConfig] = field(default_factory=list)
     combine: str = "sum"  # sum | weighted_mean_clipped
     max_error_ratio: float = 0.8  # stop training when more of a step's reward calls error
+    correct_threshold: float = 1.0  # eval: a completion is correct when the first function scores >= this
 
 
 @dataclass
@@ -168,6 +182,21 @@ class LoggerConfig:
     entity: str | None = None
     mode: str = "auto"  # auto (offline unless WANDB_API_KEY), online, offline
     tags: list[str] = field(default_factory=list)
+    group: str | None = None  # null: the sweep's group (sweep.json "group"); a single run has none
+    job_type: str | None = None  # null: "<trainer.algorithm>-train"
+    dir: str | None = None  # local folder for the backend's files; null: the run dir
+
+
+@dataclass
+class SweepConfig:
+    """Multirun bookkeeping: sweep.json manifest, resume, progress table and the end-of-sweep report."""
+
+    name: str | None = None  # sweep name (presets set it); null: run_name. wandb group = <name>-<sweep dir name>
+    resume: bool = False  # re-run only the jobs of this sweep dir (hydra.sweep.dir=...) not completed yet
+    dir: str | None = None  # sweep root for sweep.json (may be gs://); null: hydra.sweep.dir
+    direction: str = "maximize"  # how the objective ranks runs in reports: maximize | minimize
+    report: bool = True  # write <sweep dir>/report.html when the multirun ends
+    progress: bool = True  # print the sweep table as jobs start and end
 
 
 @dataclass
@@ -200,6 +229,7 @@ class RlexpConfig:
     run_name: str = "rlexp"
     objective: str = "eval.after.pass_at_1"  # summary.json key returned to Hydra sweepers
     output_dir: str | None = None  # where run files go (local path or gs://); null = Hydra's run dir
+    sweep: SweepConfig = field(default_factory=SweepConfig)
     compile_cache: CompileCacheConfig = field(default_factory=CompileCacheConfig)
     validate: ValidateConfig = field(default_factory=ValidateConfig)
 
@@ -221,3 +251,6 @@ def register_configs() -> None:
     cs.store(name="rlexp_schema", node=RlexpConfig)
     for group, schema in GROUP_SCHEMAS.items():
         cs.store(group=group, name=f"{group}_schema", node=schema)
+    from rlexp.launch.slices import register_slice_configs
+
+    register_slice_configs(cs)

@@ -1,0 +1,1 @@
+"""Models: loading Hugging Face-layout checkpoints into Tunix/flax nnx modules, and their tokenizers."""

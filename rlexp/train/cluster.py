@@ -1,0 +1,125 @@
+"""Build Tunix objects from rlexp config: mesh, optimizer, rollout config, RLCluster, learner.
+
+Nothing here re-implements Tunix: it only translates the trainer / slice / model groups into
+Tunix's Python API (RLCluster, GRPOLearner, DAPOLearner, DrGRPOLearner).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import numpy as np
+import optax
+from jax.sharding import AxisType
+
+from rlexp.config.schema import RlexpConfig, TrainerConfig
+from rlexp.config.validate import resolve_mesh, trainer_devices
+
+
+def build_meshes(cfg: RlexpConfig) -> tuple[jax.sharding.Mesh, jax.sharding.Mesh]:
+    """(trainer mesh, rollout mesh); the same mesh when rollout is colocated.
+
+    Axis types are Auto: jax 0.10 defaults to Explicit, which breaks Tunix's embedding gather.
+    """
+    fsdp, tp = resolve_mesh(cfg.slice)
+    devices = jax.devices()
+    if len(devices) < cfg.slice.devices:
+        from rlexp.errors import ConfigError
+
+        raise ConfigError(
+            "slice.devices", cfg.slice.devices, f"this host has {len(devices)} JAX devices; pick a matching slice"
+        )
+    n_train = trainer_devices(cfg.slice)
+    auto = (AxisType.Auto, AxisType.Auto)
+    train = jax.sharding.Mesh(np.array(devices[:n_train]).reshape(fsdp, tp), ("fsdp", "tp"), axis_types=auto)
+    if not cfg.slice.rollout_devices:
+        return train, train
+    rollout_devs = np.array(devices[n_train : cfg.slice.devices]).reshape(cfg.slice.rollout_devices, 1)
+    return train, jax.sharding.Mesh(rollout_devs, ("fsdp", "tp"), axis_types=auto)
+
+
+def learning_rate_schedule(t: TrainerConfig) -> optax.Schedule:
+    """Linear warmup from 0 over warmup_ratio x max_steps, then cosine (or constant) to the end."""
+    warmup = int(t.warmup_ratio * t.max_steps)
+    if t.lr_schedule == "constant":
+        decay = optax.constant_schedule(t.learning_rate)
+    else:
+        decay = optax.cosine_decay_schedule(t.learning_rate, max(1, t.max_steps - warmup), alpha=t.final_lr_ratio)
+    if warmup == 0:
+        return decay
+    return optax.join_schedules([optax.linear_schedule(0.0, t.learning_rate, warmup), decay], [warmup])
+
+
+def build_optimizer(t: TrainerConfig) -> optax.GradientTransformation:
+    adamw = optax.adamw(learning_rate_schedule(t), b1=t.adam_b1, b2=t.adam_b2, weight_decay=t.weight_decay)
+    return optax.chain(optax.clip_by_global_norm(t.grad_clip), adamw) if t.grad_clip > 0 else adamw
+
+
+def rollout_config(cfg: RlexpConfig, tokenizer: Any) -> Any:
+    from tunix.rl.rollout.base_rollout import RolloutConfig
+
+    t = cfg.trainer
+    return RolloutConfig(
+        max_tokens_to_generate=t.max_completion_tokens,
+        max_prompt_length=t.max_prompt_tokens,
+        kv_cache_size=t.max_prompt_tokens + t.max_completion_tokens + 8,
+        temperature=t.temperature,
+        top_p=t.top_p,
+        top_k=t.top_k,
+        eos_tokens=[tokenizer.eos_token_id],
+    )
+
+
+def build_cluster(cfg: RlexpConfig, actor: Any, reference: Any, tokenizer: Any, meshes, collector, run_dir: str) -> Any:
+    import orbax.checkpoint as ocp
+    from tunix.rl import rl_cluster as rl
+    from tunix.sft.metrics_logger import MetricsLoggerOptions
+
+    t = cfg.trainer
+    train_mesh, rollout_mesh = meshes
+    role_to_mesh = {rl.Role.ACTOR: train_mesh, rl.Role.REFERENCE: train_mesh, rl.Role.ROLLOUT: rollout_mesh}
+    training = rl.RLTrainingConfig(
+        actor_optimizer=build_optimizer(t),
+        eval_every_n_steps=t.eval_every,  # Tunix's own eval needs an eval_ds, which rlexp does not pass
+        max_steps=t.max_steps,
+        checkpoint_root_directory=f"{run_dir.rstrip('/')}/checkpoints",
+        checkpointing_options=ocp.CheckpointManagerOptions(
+            save_interval_steps=t.checkpoint_every, max_to_keep=t.keep_checkpoints
+        ),
+        # custom_backend replaces Tunix's default TensorBoard/W&B backends with rlexp's collector.
+        metrics_logging_options=MetricsLoggerOptions(
+            log_dir=f"{run_dir.rstrip('/')}/tunix",
+            flush_every_n_steps=1,
+            backend_kwargs={"custom_backend": [lambda: collector]},
+        ),
+    )
+    cluster_config = rl.ClusterConfig(
+        role_to_mesh=role_to_mesh,
+        rollout_engine="vanilla",
+        offload_to_cpu=False,
+        training_config=training,
+        rollout_config=rollout_config(cfg, tokenizer),
+    )
+    return rl.RLCluster(actor=actor, reference=reference, tokenizer=tokenizer, cluster_config=cluster_config)
+
+
+def build_learner(cfg: RlexpConfig, cluster: Any, reward_fns: list, metric_fns: list) -> Any:
+    t = cfg.trainer
+    common = dict(num_generations=t.num_generations, num_iterations=t.num_iterations, epsilon=t.epsilon)
+    if t.algorithm == "dapo":
+        from tunix.rl.grpo.dapo_learner import DAPOConfig, DAPOLearner
+
+        algo = DAPOConfig(**common, epsilon_high=t.epsilon_high or t.epsilon, loss_agg_mode=t.loss_agg_mode)
+        # DAPO has no KL term, but Tunix 0.1.7 still needs the reference role (it tests beta != 0.0).
+        return DAPOLearner(cluster, algo, reward_fns, metric_fns=metric_fns)
+    if t.algorithm == "drgrpo":
+        from tunix.rl.grpo.drgrpo_learner import DrGRPOConfig, DrGRPOLearner
+
+        algo = DrGRPOConfig(**common, beta=t.beta, loss_agg_mode=t.loss_agg_mode)
+        return DrGRPOLearner(cluster, algo, reward_fns, metric_fns=metric_fns)
+    from tunix.rl.grpo.grpo_learner import GRPOConfig, GRPOLearner
+
+    loss_algo = "gspo-token" if t.algorithm == "gspo" else "grpo"
+    algo = GRPOConfig(**common, beta=t.beta, loss_algo=loss_algo, loss_agg_mode=t.loss_agg_mode)
+    return GRPOLearner(cluster, algo, reward_fns, metric_fns=metric_fns)

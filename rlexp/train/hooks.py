@@ -1,0 +1,114 @@
+"""What runs between Tunix training steps: metrics out, evals, samples, progress, graceful stop.
+
+Tunix calls `on_train_step_end` after every optimizer update of the actor (in the main thread,
+before it saves that step's checkpoint). rlexp uses it to flush finished steps to
+metrics.jsonl and the tracker, to run the periodic eval, to reseed the next rollout, and to
+stop cleanly (checkpoint first) after SIGTERM / Ctrl-C or a reward error budget breach.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from typing import Any
+
+from tunix.sft.hooks import TrainingHooks
+
+from rlexp.errors import RlexpError
+
+
+class StopTraining(Exception):
+    """Raised inside a step hook to leave Tunix's loop after the step's checkpoint is saved."""
+
+    def __init__(self, reason: str, cause: BaseException | None = None) -> None:
+        super().__init__(reason)
+        self.reason, self.cause = reason, cause
+
+
+class GracefulStop:
+    """SIGTERM / first Ctrl-C set a flag that the step hook turns into checkpoint + exit."""
+
+    def __init__(self) -> None:
+        self.requested: str | None = None
+        self._old: dict[int, Any] = {}
+
+    def __enter__(self) -> GracefulStop:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                self._old[sig] = signal.signal(sig, self._handle)
+            except ValueError:  # not the main thread (e.g. inside a launcher worker): no handler
+                pass
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.requested and signum == signal.SIGINT:
+            raise KeyboardInterrupt  # second Ctrl-C: stop now
+        self.requested = signal.Signals(signum).name
+        print(f"\nrlexp: {self.requested} received; saving a checkpoint after this step", file=sys.stderr)
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+
+class StepHooks(TrainingHooks):
+    """Tunix TrainingHooks delegating to the session.
+
+    Tunix calls `on_train_step_end` one step late (it overlaps metric I/O with the next step)
+    and once more from close(), so rlexp acts in `on_train_step_start` instead: it runs before
+    every optimizer update, after that step's rollout, with `train_steps` = updates done so far.
+    """
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self._seen = -1
+
+    def on_train_start(self, train_ctx: Any) -> None:
+        pass
+
+    def on_train_end(self, train_ctx: Any) -> None:
+        pass
+
+    def on_train_step_end(self, train_ctx: Any, train_step: int, train_loss: float) -> None:
+        pass
+
+    def on_eval_step_start(self, train_ctx: Any) -> None:
+        pass
+
+    def on_eval_step_end(self, train_ctx: Any, eval_loss: float) -> None:
+        pass
+
+    def on_train_step_start(self, train_ctx: Any) -> None:
+        done = train_ctx.train_steps  # model state = after `done` updates
+        if done == self._seen:
+            return
+        self._seen = done
+        s = self.session
+        if done > s.start_step:
+            now = time.perf_counter()
+            s.collector.add(done, {"perf/step_time_sec": now - s.last_step_end})
+            s.last_step_end = now
+            s.progress(done)
+        s.flush_metrics(done - 1)  # actor metrics of step `done` are published during the next update
+        s.set_rollout_seed(done + 2)  # the rollout of step done+1 has already run
+        if done and done % s.conf.trainer.eval_every == 0 and done < s.conf.trainer.max_steps:
+            s.run_eval(done)
+        if s.reward_error is not None:
+            self._stop(train_ctx, done, "reward error budget exceeded", s.reward_error)
+        if s.stop.requested:
+            self._stop(train_ctx, done, s.stop.requested)
+
+    @staticmethod
+    def _stop(train_ctx: Any, step: int, reason: str, cause: RlexpError | None = None) -> None:
+        if step:
+            train_ctx.checkpoint_manager.save(
+                step,
+                train_ctx.model,
+                train_ctx.optimizer,
+                save_only_lora_params=getattr(train_ctx, "_lora_enabled", False),
+                force=True,
+                custom_metadata=train_ctx.custom_checkpoint_metadata(),
+            )
+        train_ctx.checkpoint_manager.close()
+        raise StopTraining(reason, cause)

@@ -1,0 +1,122 @@
+"""Per-step metrics: collect what Tunix records, rename it once, write metrics.jsonl.
+
+Tunix reports scalars through `jax.monitoring` as "<prefix>/<mode>/<name>" at a step
+(RL metrics at the global step, actor metrics at the train step; both 0-based). This module is
+the one place that maps those names to rlexp's stable names; rlexp steps are 1-based
+(step N = the N-th optimizer update, the same number the checkpoint of that step carries).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+# Tunix "<prefix>/train/<name>" -> rlexp name. Reward-function names are mapped by rule below.
+TUNIX_TO_RLEXP = {
+    "rewards/train/sum": "rewards/sum",
+    "rewards/train/mean": "rewards/mean",
+    "rewards/train/min": "rewards/min",
+    "rewards/train/max": "rewards/max",
+    "completions/train/mean_length": "completions/mean_length",
+    "completions/train/max_length": "completions/max_length",
+    "completions/train/min_length": "completions/min_length",
+    "actor/train/loss": "loss",
+    "actor/train/kl": "kl",
+    "actor/train/grad_norm": "grad_norm",
+    "actor/train/pg_clipfrac": "clip_fraction",
+    "actor/train/learning_rate": "lr",
+    "perf/train/mean/rollout_time": "perf/rollout_time_sec",
+    "perf/train/global_step_time": "perf/tunix_step_time_sec",
+}
+# Tunix's own names that rlexp drops (duplicates of kept metrics, or not per-step quantities).
+_DROPPED = re.compile(r"^(rewards/train/score/|jax/|actor/train/perplexity|perf/train/(sum|mean)/(?!rollout_time))")
+_REWARD_FN = re.compile(r"^rewards/train/([^/]+)$")
+RLEXP_PREFIX = "rlexp"  # metric_fn outputs: "rlexp/train/<rlexp name with / as __>"
+
+
+def map_name(tunix_name: str) -> str | None:
+    """The rlexp name of a Tunix metric, or None when rlexp does not keep it."""
+    if tunix_name in TUNIX_TO_RLEXP:
+        return TUNIX_TO_RLEXP[tunix_name]
+    if _DROPPED.match(tunix_name):
+        return None
+    if tunix_name.startswith(f"{RLEXP_PREFIX}/train/"):
+        return tunix_name.split("/", 2)[2].replace("__", "/")
+    m = _REWARD_FN.match(tunix_name)
+    if m:
+        return f"rewards/{m.group(1)}/mean"
+    return None
+
+
+def rlexp_metric_key(name: str) -> str:
+    """The metric_fn key under which Tunix re-emits an rlexp-computed metric `name`."""
+    return f"{RLEXP_PREFIX}/{name.replace('/', '__')}"
+
+
+def group_stats(rewards: np.ndarray, num_generations: int) -> dict[str, float]:
+    """Std of total reward and the share of prompt groups whose completions all scored the same."""
+    groups = np.asarray(rewards, np.float64).reshape(-1, num_generations)
+    return {
+        "rewards/std": float(np.std(groups)),
+        "frac_reward_zero_std": float(np.mean(np.std(groups, axis=1) < 1e-8)),
+    }
+
+
+class MetricsCollector:
+    """A jax.monitoring listener that groups rlexp-named scalars by 1-based step.
+
+    Tunix may register the same backend more than once and reports from two threads;
+    values are stored by (step, name), so repeats overwrite and order does not matter.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_step: dict[int, dict[str, float]] = defaultdict(dict)
+        self.active = True
+
+    # --- metrax LoggingBackend protocol (used through MetricsLoggerOptions' custom_backend) ---
+    def log_scalar(self, event: str, value: Any, **kwargs: Any) -> None:
+        if not self.active:
+            return
+        name = map_name(event)
+        step = kwargs.get("step")
+        if name is None or step is None:
+            return
+        try:
+            v = float(np.asarray(value))
+        except (TypeError, ValueError):
+            return
+        # Actor metrics arrive at the 1-based train step; RL metrics at the 0-based global step.
+        step = int(step) if event.startswith("actor/") else int(step) + 1
+        with self._lock:
+            self._by_step[step][name] = v
+
+    def close(self) -> None:
+        pass
+
+    # --- rlexp side ---
+    def add(self, step: int, metrics: dict[str, float]) -> None:
+        with self._lock:
+            self._by_step[step].update(metrics)
+
+    def pop_until(self, last_step: int) -> list[dict[str, Any]]:
+        """Records of every step <= last_step, in order, removed from the collector."""
+        with self._lock:
+            steps = sorted(s for s in self._by_step if s <= last_step)
+            return [{"step": s, **dict(sorted(self._by_step.pop(s).items()))} for s in steps]
+
+    def latest(self, name: str) -> float | None:
+        with self._lock:
+            for s in sorted(self._by_step, reverse=True):
+                if name in self._by_step[s]:
+                    return self._by_step[s][name]
+        return None
+
+
+def to_json_line(record: dict[str, Any]) -> str:
+    return json.dumps(record, sort_keys=False, allow_nan=True) + "\n"

@@ -1,0 +1,47 @@
+"""Entry of one training job: prepare JAX, run a TrainingSession, return the sweep objective."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from rlexp.config.schema import RlexpConfig
+from rlexp.errors import ConfigError
+from rlexp.train import rundir
+
+
+def setup_jax(conf: RlexpConfig) -> None:
+    """Host devices and the persistent compilation cache; must run before JAX is first used."""
+    if conf.slice.kind == "cpu" and conf.slice.devices > 1:
+        flag = f"--xla_force_host_platform_device_count={conf.slice.devices}"
+        if flag not in os.environ.get("XLA_FLAGS", ""):
+            os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + flag).strip()
+    import logging
+
+    import jax
+    from absl import logging as absl_logging
+
+    # Tunix and orbax log every checkpoint and compile step at INFO through absl; keep the
+    # console for rlexp's progress bar and summary (warnings and errors still show).
+    absl_logging.set_verbosity(absl_logging.WARNING)
+    logging.getLogger("absl").setLevel(logging.WARNING)
+    if conf.compile_cache.enabled:
+        cache = Path(conf.compile_cache.dir).expanduser()
+        cache.mkdir(parents=True, exist_ok=True)
+        jax.config.update("jax_compilation_cache_dir", str(cache))
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+def train(conf: RlexpConfig, cfg: DictConfig, run_dir: Path | str) -> float:
+    """Train one job end to end and return its objective (`objective=`, a summary.json key)."""
+    setup_jax(conf)
+    from rlexp.train.session import TrainingSession
+
+    summary = TrainingSession(conf, cfg, str(conf.output_dir or run_dir)).execute()
+    value = rundir.dotted_get(summary, conf.objective)
+    if not isinstance(value, int | float):
+        raise ConfigError("objective", conf.objective, "name a numeric key of summary.json, e.g. eval.after.pass_at_1")
+    return float(value)

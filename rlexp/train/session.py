@@ -1,0 +1,250 @@
+"""A training session: everything one job does, in order.
+
+1. refuse to touch a run dir it must not (resume=never with checkpoints there);
+2. load and render data, check max_steps against it;
+3. load tokenizer, policy and reference through the model group's loader;
+4. build Tunix's RLCluster (which restores the latest checkpoint) and learner;
+5. eval before training (or reuse it when resuming), train with step hooks, eval after;
+6. write summary.json and finish the tracker, whatever happened.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+import fsspec
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+from rlexp.config.schema import RlexpConfig
+from rlexp.config.validate import check_steps
+from rlexp.data.registry import load_splits
+from rlexp.data.templates import render_rows
+from rlexp.errors import ConfigError, RlexpError
+from rlexp.rewards.compose import build_rewards
+from rlexp.train import rundir
+from rlexp.train.metrics import MetricsCollector, group_stats, rlexp_metric_key, to_json_line
+
+
+def batches(rows: list[dict[str, Any]], batch_size: int, epochs: int, seed: int):
+    """Deterministic shuffled batches of numpy arrays (Tunix repeats every leaf per generation)."""
+    rng = np.random.default_rng(seed)
+    for _ in range(epochs):
+        order = rng.permutation(len(rows))
+        for i in range(0, len(order) - batch_size + 1, batch_size):
+            chunk = [rows[j] for j in order[i : i + batch_size]]
+            fields = [k for k in chunk[0] if k not in ("prompt", "question")]
+            yield {
+                "prompts": np.array([r["prompt"] for r in chunk]),
+                **{k: np.array([str(r[k]) for r in chunk]) for k in fields},
+            }
+
+
+class TrainingSession:
+    def __init__(self, conf: RlexpConfig, cfg: DictConfig, run_dir: str) -> None:
+        self.conf, self.cfg, self.run_dir = conf, cfg, run_dir
+        self.path = lambda name: rundir.join(run_dir, name)  # noqa: E731
+        self.collector = MetricsCollector()
+        self.reward_error: RlexpError | None = None
+        self.evals: dict[str, dict[str, float]] = {}
+        self.last_step_end = time.perf_counter()
+        self._bar: Any = None
+
+    # -- setup -------------------------------------------------------------------------------
+    def _check_run_dir(self) -> None:
+        fs, root = fsspec.core.url_to_fs(self.run_dir)
+        fs.makedirs(root, exist_ok=True)
+        has_ckpt = fs.exists(f"{root}/checkpoints/actor") and bool(fs.ls(f"{root}/checkpoints/actor"))
+        if has_ckpt and self.conf.trainer.resume == "never":
+            raise ConfigError(
+                "trainer.resume",
+                "never",
+                f"{self.run_dir} already holds checkpoints; choose another hydra.run.dir or use trainer.resume=auto",
+            )
+
+    def _load_data(self, tokenizer: Any) -> None:
+        splits = load_splits(self.conf.dataset)
+        check_steps(self.conf, len(splits.train))
+        self.train_rows = render_rows(splits.train, self.conf.chat_template)
+        self.eval_rows = render_rows(splits.eval, self.conf.chat_template)[: self.conf.trainer.eval_prompts]
+        self.data_skipped = dict(splits.skipped)
+
+    def _load_models(self) -> tuple[Any, Any, Any]:
+        from rlexp.models.loader import load_model, load_tokenizer
+        from rlexp.train.cluster import build_meshes
+
+        self.meshes = build_meshes(self.conf)
+        tokenizer = load_tokenizer(self.conf.model)
+        actor = load_model(self.conf.model, self.meshes[0])
+        t = self.conf.trainer
+        needs_reference = t.beta > 0 or t.algorithm == "dapo"  # Tunix's DAPO needs one even without KL
+        reference = load_model(self.conf.model, self.meshes[0]) if needs_reference else None
+        return tokenizer, actor, reference
+
+    # -- hook callbacks -----------------------------------------------------------------------
+    def metric_fn(self, prompts, completions, rewards, advantages, **fields):  # noqa: ANN001, ANN201
+        """Tunix metric_fn: reward statistics and samples of the step being rolled out."""
+        step = self.cluster.global_steps + 1
+        out = group_stats(rewards, self.conf.trainer.num_generations)
+        per_sample = {k: list(v) for k, v in self.rewards.stats.values.items()}
+        try:
+            out.update(self.rewards.step_metrics())
+        except RlexpError as err:  # acted on by the step hook, after this step's checkpoint
+            self.reward_error = err
+        if step == 1 or step % self.conf.trainer.samples_every == 0:
+            self._write_samples(step, prompts, completions, rewards, fields, per_sample)
+        return {rlexp_metric_key(k): (v, np.mean) for k, v in out.items()}
+
+    def _write_samples(self, step, prompts, completions, rewards, fields, per_sample) -> None:  # noqa: ANN001
+        n = len(completions)
+        with fsspec.open(self.path("samples.jsonl"), "a") as f:
+            for i in range(n):
+                row = {
+                    "step": step,
+                    "id": str(fields["id"][i]) if "id" in fields else str(i),
+                    "prompt": str(prompts[i]),
+                    "completion": completions[i],
+                    "answer": str(fields["answer"][i]) if "answer" in fields else None,
+                    "reward": float(rewards[i]),
+                    "rewards": {k: v[i] for k, v in per_sample.items() if len(v) == n},
+                }
+                f.write(to_json_line(row))
+
+    def flush_metrics(self, last_step: int) -> None:
+        records = self.collector.pop_until(last_step)
+        if records:
+            with fsspec.open(self.path("metrics.jsonl"), "a") as f:
+                f.writelines(to_json_line(r) for r in records)
+            for r in records:
+                self.tracker.log(r["step"], {k: v for k, v in r.items() if k != "step"})
+
+    def set_rollout_seed(self, step: int) -> None:
+        # Tunix reuses PRNGKey(0) for every rollout when the seed is unset; a per-step seed keeps
+        # runs reproducible and resumable, while seeds of a sweep really differ.
+        self.cluster.cluster_config.rollout_config.seed = self.conf.seed * 1_000_003 + step
+
+    def run_eval(self, step: int, label: str | None = None) -> dict[str, float]:
+        from rlexp.train.evaluate import evaluate
+
+        result = evaluate(self.cluster, self.eval_rows, self.conf, self.cluster.cluster_config.rollout_config)
+        self.collector.add(step, {f"eval/{k}": v for k, v in result.items()})
+        self.evals[label or str(step)] = {**result, "step": step}
+        rundir.write_json_atomic(self.path("evals.json"), self.evals)
+        return result
+
+    def progress(self, step: int) -> None:
+        """A tqdm bar (step, reward, ETA) on a terminal; a line per 10 % of the run in logs."""
+        total = self.conf.trainer.max_steps
+        reward = self.collector.latest("rewards/sum")
+        if not sys.stderr.isatty():
+            if step == total or step % max(1, total // 10) == 0:
+                elapsed = time.perf_counter() - self.train_started
+                eta = elapsed / max(1, step - self.start_step) * (total - step)
+                shown = "n/a" if reward is None else f"{reward:.3f}"
+                print(f"rlexp: step {step}/{total} reward {shown} eta {eta:.0f} s", file=sys.stderr, flush=True)
+            return
+        if self._bar is None:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=total, initial=step - 1, desc="train", unit="step", file=sys.stderr)
+        if reward is not None:
+            self._bar.set_postfix(reward=f"{reward:.3f}", refresh=False)
+        self._bar.update(1)
+
+    # -- the session ---------------------------------------------------------------------------
+    def execute(self) -> dict[str, Any]:
+        from rlexp.tracking import make_tracker
+        from rlexp.train.cluster import build_cluster, build_learner
+        from rlexp.train.hooks import GracefulStop, StepHooks, StopTraining
+
+        started = time.perf_counter()
+        t = self.conf.trainer
+        self._check_run_dir()
+        resolved = OmegaConf.to_container(self.cfg, resolve=True)
+        with fsspec.open(self.path("config.yaml"), "w") as f:
+            f.write(OmegaConf.to_yaml(self.cfg, resolve=True))
+        tokenizer, actor, reference = self._load_models()
+        self._load_data(tokenizer)
+        self.rewards = build_rewards(self.conf.reward)
+        self.cluster = build_cluster(self.conf, actor, reference, tokenizer, self.meshes, self.collector, self.run_dir)
+        learner = build_learner(self.conf, self.cluster, self.rewards.fns, [self.metric_fn])
+        self.cluster.actor_trainer.with_training_hooks(StepHooks(self))
+        self.start_step = start_step = self.cluster.actor_trainer.train_steps  # > 0 after a restore
+        self.tracker = make_tracker(self.conf, self.run_dir, resolved)
+        if start_step:
+            rundir.truncate_jsonl(self.path("metrics.jsonl"), start_step)
+            if rundir.exists(self.path("evals.json")):
+                self.evals = rundir.read_json(self.path("evals.json"))
+            print(f"rlexp: resuming {self.run_dir} from step {start_step}", file=sys.stderr)
+        if "before" not in self.evals:
+            self.run_eval(0, "before")
+            self.flush_metrics(0)
+        status, stop_cause = "completed", None
+        self.set_rollout_seed(start_step + 1)
+        self.last_step_end = self.train_started = time.perf_counter()
+        with GracefulStop() as self.stop:
+            try:
+                if start_step < t.max_steps:
+                    learner.train(batches(self.train_rows, t.batch_size, t.epochs, self.conf.seed))
+            except StopTraining as stop:
+                status, stop_cause = ("failed" if stop.cause else "interrupted"), stop.cause
+        steps = self.cluster.actor_trainer.train_steps
+        if status == "completed" and steps > self.start_step:
+            self.collector.add(steps, {"perf/step_time_sec": time.perf_counter() - self.last_step_end})
+            self.progress(steps)
+        if self._bar is not None:
+            self._bar.close()
+        if status == "completed":
+            self.run_eval(steps, "after")
+        self.flush_metrics(10**9)
+        summary = self._summary(status, steps, time.perf_counter() - started)
+        rundir.write_json_atomic(self.path("summary.json"), summary)
+        self.tracker.finish(summary, exit_code=0 if status == "completed" else 1)
+        self._print_summary(summary)
+        if stop_cause is not None:
+            raise stop_cause
+        if status == "interrupted":
+            raise RlexpError(f"interrupted at step {steps}; checkpoint saved — rerun the same command to resume")
+        return summary
+
+    def _summary(self, status: str, steps: int, wall: float) -> dict[str, Any]:
+        from hydra.core.hydra_config import HydraConfig
+
+        overrides = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+        summary = {
+            "run_name": self.conf.run_name,
+            "status": status,
+            "objective": {"name": self.conf.objective, "value": None},
+            "eval": {k: v for k, v in self.evals.items() if k in ("before", "after")},
+            "train": {"steps": steps, "max_steps": self.conf.trainer.max_steps, "wall_seconds": round(wall, 2)},
+            "data": {
+                "train_rows": len(self.train_rows),
+                "eval_rows": len(self.eval_rows),
+                "skipped": self.data_skipped,
+            },
+            "versions": rundir.versions(),
+            "overrides": overrides,
+        }
+        if "before" in self.evals and "after" in self.evals:
+            summary["eval"]["gain"] = {
+                k: self.evals["after"][k] - self.evals["before"][k] for k in ("pass_at_1", "greedy_accuracy")
+            }
+        summary["objective"]["value"] = rundir.dotted_get(summary, self.conf.objective)
+        return summary
+
+    def _print_summary(self, s: dict[str, Any]) -> None:
+        ev = s["eval"]
+        lines = [
+            f"\nrlexp run {s['run_name']}: {s['status']} after {s['train']['steps']} steps "
+            f"in {s['train']['wall_seconds']:.1f} s  ({self.run_dir})"
+        ]
+        for k in ("pass_at_1", "greedy_accuracy"):
+            before, after = ev.get("before", {}).get(k), ev.get("after", {}).get(k)
+            if before is not None and after is not None:
+                lines.append(f"  {k:<16} {before:.3f} -> {after:.3f}  ({after - before:+.3f})")
+        obj = s["objective"]
+        if obj["value"] is not None:
+            lines.append(f"  objective {obj['name']} = {obj['value']:.4f}")
+        print("\n".join(lines), file=sys.stderr)

@@ -1,0 +1,167 @@
+"""Rebuild the builtin `tiny` model (rlexp/models/builtin/tiny/) deterministically.
+
+    .venv/bin/python scripts/make_tiny_model.py [--steps 150] [--out rlexp/models/builtin/tiny]
+
+A tiny Qwen3 (conf/model/tiny.yaml dimensions) with a character tokenizer, randomly initialised
+from a fixed seed, then warmed up with a short supervised run on the arith train split so GRPO
+starts from a policy that sometimes answers right (GRPO from a random init barely learns).
+Written in Hugging Face layout: config.json, model.safetensors, tokenizer.json,
+tokenizer_config.json — and loaded by rlexp through the same path as any checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def compose_default():
+    from hydra import compose, initialize_config_dir
+
+    from rlexp.main import CONF_DIR, to_config
+
+    with initialize_config_dir(config_dir=CONF_DIR, version_base=None):
+        return to_config(compose("config"))
+
+
+def sft_batches(rows, tokenizer, seq_len: int, batch: int, steps: int, seed: int):
+    """(tokens, loss_mask) batches: [BOS] question answer [EOS], loss on answer and EOS."""
+    rng = np.random.default_rng(seed)
+    examples = []
+    for r in rows:
+        q = tokenizer.encode(r["question"])
+        a = tokenizer.encode(r["answer"]) + [tokenizer.eos_token_id]
+        ids = [tokenizer.bos_token_id, *q, *a]
+        mask = [0] * (1 + len(q)) + [1] * len(a)
+        pad = seq_len - len(ids)
+        examples.append((ids + [tokenizer.pad_token_id] * pad, mask + [0] * pad))
+    toks = np.array([e[0] for e in examples], np.int32)
+    masks = np.array([e[1] for e in examples], np.float32)
+    for _ in range(steps):
+        idx = rng.integers(0, len(examples), batch)
+        yield toks[idx], masks[idx]
+
+
+def warm_up(model, batches, lr: float):
+    import jax.numpy as jnp
+    import optax
+    from flax import nnx
+
+    opt = nnx.Optimizer(model, optax.adamw(lr, b2=0.99, weight_decay=0.0), wrt=nnx.Param)
+
+    @nnx.jit
+    def step(model, opt, tokens, mask):
+        def loss_fn(model):
+            inputs = tokens[:, :-1]
+            length = inputs.shape[1]
+            positions = jnp.broadcast_to(jnp.arange(length), inputs.shape)
+            causal = jnp.tril(jnp.ones((length, length), bool))[None]
+            logits, _ = model(inputs, positions, None, causal)
+            ce = optax.softmax_cross_entropy_with_integer_labels(logits, tokens[:, 1:])
+            m = mask[:, 1:]
+            return (ce * m).sum() / m.sum()
+
+        loss, grads = nnx.value_and_grad(loss_fn)(model)
+        opt.update(model, grads)
+        return loss
+
+    loss = None
+    for i, (t, m) in enumerate(batches):
+        loss = float(step(model, opt, jnp.asarray(t), jnp.asarray(m)))
+        if i % 50 == 0:
+            print(f"sft step {i}: loss {loss:.4f}")
+    return loss
+
+
+def hf_state_dict(model, c) -> dict[str, np.ndarray]:
+    """nnx Qwen3 parameters under Hugging Face Qwen3ForCausalLM names and layouts."""
+    from flax import nnx
+
+    flat = {".".join(map(str, p)): np.asarray(v.get_value()) for p, v in nnx.to_flat_state(nnx.state(model, nnx.Param))}
+    out = {"model.embed_tokens.weight": flat["embedder.input_embedding"], "model.norm.weight": flat["final_norm.w"]}
+    for i in range(c.num_layers):
+        p, h = f"layers.{i}.", f"model.layers.{i}."
+        for proj in ("q_proj", "k_proj", "v_proj"):  # nnx (embed, heads, head_dim) <- torch (heads*head_dim, embed)
+            w = flat[p + f"attn.{proj}.w"]
+            out[h + f"self_attn.{proj}.weight"] = w.reshape(w.shape[0], -1).T
+        w = flat[p + "attn.o_proj.w"]  # nnx (heads, head_dim, embed) <- torch (embed, heads*head_dim)
+        out[h + "self_attn.o_proj.weight"] = w.reshape(-1, w.shape[-1]).T
+        out[h + "self_attn.q_norm.weight"] = flat[p + "attn.q_norm.w"]
+        out[h + "self_attn.k_norm.weight"] = flat[p + "attn.k_norm.w"]
+        for proj in ("gate_proj", "up_proj", "down_proj"):
+            out[h + f"mlp.{proj}.weight"] = flat[p + f"mlp.{proj}.kernel"].T
+        out[h + "input_layernorm.weight"] = flat[p + "input_layernorm.w"]
+        out[h + "post_attention_layernorm.weight"] = flat[p + "post_attention_layernorm.w"]
+    return {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in out.items()}
+
+
+def hf_config(m) -> dict:
+    return {
+        "architectures": ["Qwen3ForCausalLM"],
+        "model_type": "qwen3",
+        "vocab_size": m.vocab_size,
+        "hidden_size": m.embed_dim,
+        "intermediate_size": m.hidden_dim,
+        "num_hidden_layers": m.num_layers,
+        "num_attention_heads": m.num_heads,
+        "num_key_value_heads": m.num_kv_heads,
+        "head_dim": m.head_dim,
+        "max_position_embeddings": m.max_context,
+        "rope_theta": float(m.extra["rope_theta"]),
+        "rms_norm_eps": float(m.extra["norm_eps"]),
+        "tie_word_embeddings": bool(m.extra["tie_word_embeddings"]),
+        "hidden_act": "silu",
+        "attention_bias": False,
+        "torch_dtype": "float32",
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "pad_token_id": 0,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=REPO / "rlexp/models/builtin/tiny")
+    ap.add_argument("--steps", type=int, default=150)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+
+    import jax
+
+    jax.config.update("jax_default_matmul_precision", "highest")
+    from flax import nnx
+    from safetensors.numpy import save_file
+    from tunix.models.qwen3 import model as qwen3
+
+    from rlexp.data.registry import load_splits
+    from rlexp.models.loader import tunix_config
+    from rlexp.models.tokenizer import build_char_tokenizer, load_tokenizer_dir
+
+    cfg = compose_default()
+    args.out.mkdir(parents=True, exist_ok=True)
+    build_char_tokenizer(args.out)
+    tokenizer = load_tokenizer_dir(args.out)
+    model = qwen3.Qwen3(tunix_config(cfg.model), rngs=nnx.Rngs(params=args.seed))
+    splits = load_splits(cfg.dataset)  # eval rows are never seen in warm-up
+    seq_len = 1 + max(len(r["question"]) + len(r["answer"]) for r in splits.train) + 1
+    loss = warm_up(model, sft_batches(splits.train, tokenizer, seq_len, args.batch, args.steps, args.seed), args.lr)
+    save_file(hf_state_dict(model, cfg.model), str(args.out / "model.safetensors"), metadata={"format": "pt"})
+    (args.out / "config.json").write_text(json.dumps(hf_config(cfg.model), indent=2) + "\n")
+    (args.out / "WARMUP.json").write_text(
+        json.dumps(
+            {"steps": args.steps, "batch": args.batch, "lr": args.lr, "seed": args.seed, "final_loss": loss}, indent=2
+        )
+        + "\n"
+    )
+    print(f"wrote {args.out} (final warm-up loss {loss:.4f})")
+
+
+if __name__ == "__main__":
+    main()
