@@ -36,6 +36,11 @@ def fail(err: BaseException) -> None:
 
 def run(cfg: DictConfig) -> float:
     """Validate and train one job; returns the objective value."""
+    from rlexp.sweep.resume import skip_if_completed
+
+    done = skip_if_completed(cfg)  # sweep.resume=true: a job that completed earlier is not run again
+    if done is not None:
+        return done
     from hydra.core.hydra_config import HydraConfig
 
     conf = to_config(cfg)

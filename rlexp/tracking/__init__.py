@@ -1,7 +1,8 @@
 """Experiment trackers. The trainer talks to one `Tracker`; backends are chosen by `logger.name`.
 
 metrics.jsonl / summary.json in the run dir are written by the trainer regardless of the
-tracker, so reports never depend on a tracking service.
+tracker, so reports never depend on a tracking service. Metric names are the run-dir names
+everywhere (metrics.jsonl, wandb, TensorBoard).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from rlexp.config.schema import RlexpConfig
+from rlexp.errors import ConfigError
 
 
 class Tracker(Protocol):
@@ -25,8 +27,24 @@ class NoTracker:
         pass
 
 
-def make_tracker(cfg: RlexpConfig, run_dir: Path, resolved: dict[str, Any]) -> Tracker:
-    """The tracker for `cfg.logger.name`; `resolved` is the whole config as plain containers."""
-    if cfg.logger.name == "none":
+def make_tracker(cfg: RlexpConfig, run_dir: Path | str, resolved: dict[str, Any]) -> Tracker:
+    """The tracker for `cfg.logger.name`; `resolved` is the whole config as plain containers.
+
+    `run_dir` may be a local path or a URL (gs://); backends that need a local folder then use
+    Hydra's job dir. wandb keeps its run id in `<run_dir>/wandb_run.json` for resumes.
+    """
+    name = cfg.logger.name
+    if name == "none":
         return NoTracker()
-    raise NotImplementedError(f"logger {cfg.logger.name!r}")
+    from rlexp.tracking.context import run_context
+
+    ctx = run_context(cfg)
+    if name == "wandb":
+        from rlexp.tracking.wandb_tracker import WandbTracker
+
+        return WandbTracker(cfg, str(run_dir), resolved, ctx)
+    if name == "tensorboard":
+        from rlexp.tracking.tensorboard_tracker import TensorboardTracker
+
+        return TensorboardTracker(cfg, str(run_dir), ctx)
+    raise ConfigError("logger.name", name, "use one of none, wandb, tensorboard")

@@ -1,0 +1,24 @@
+"""Load runs and write the HTML report (used by the CLI and by the end-of-sweep callback)."""
+
+from __future__ import annotations
+
+from rlexp.report import html
+from rlexp.report.load import Sweep, load
+from rlexp.sweep import storage
+
+
+def default_out(inputs: list[str]) -> str:
+    """<sweep dir>/report.html for one sweep dir, else ./report.html."""
+    if len(inputs) == 1 and storage.exists(storage.join(inputs[0], "sweep.json")):
+        return storage.join(inputs[0], "report.html")
+    return "report.html"
+
+
+def write_report(inputs: list[str], out: str | None = None, *, objective: str | None = None) -> str:
+    sweep = load(inputs, objective=objective)
+    return write_sweep(sweep, out or default_out(inputs))
+
+
+def write_sweep(sweep: Sweep, out: str) -> str:
+    storage.write_text(out, html.render(sweep))
+    return out

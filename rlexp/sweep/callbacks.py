@@ -1,0 +1,228 @@
+"""Hydra callback keeping `sweep.json`, printing the sweep table and writing the report at the end.
+
+Registered in conf/config.yaml under `hydra.callbacks.rlexp_sweep`; it acts only in multiruns.
+Job-level hooks run where the job runs (in-process for the local launcher); the manifest is
+re-read from disk on every update so a launcher that runs jobs in other processes still works.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any
+
+from hydra.core.utils import JobReturn, JobStatus
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from rlexp.errors import ConfigError, RlexpError
+from rlexp.sweep import context, manifest, progress
+
+log = logging.getLogger(__name__)
+
+
+def plan(config: DictConfig) -> tuple[list[list[str]] | None, list[str]]:
+    """(job override lists in launch order or None when the sweeper decides them, swept keys)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    sweeper = OmegaConf.select(config, "hydra.sweeper") or {}
+    params = OmegaConf.to_container(sweeper.get("params") or {}, resolve=False) if sweeper else {}
+    args = [f"{k}={v}" for k, v in params.items()] + list(OmegaConf.select(config, "hydra.overrides.task") or [])
+    try:
+        parsed = OverridesParser.create().parse_overrides(args)
+    except Exception:  # e.g. glob() sweeps need the config loader; the job list is then learnt job by job
+        return None, list(params)
+    swept = []
+    for o in parsed:
+        key = o.get_key_element().lstrip("+")
+        if o.is_sweep_override() and key not in swept:
+            swept.append(key)
+    for key in params:
+        if key not in swept:
+            swept.append(key)
+    if not str(sweeper.get("_target_", "")).endswith("BasicSweeper"):
+        return None, swept
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
+    try:
+        return BasicSweeper.split_arguments(parsed, None)[0], swept
+    except Exception:
+        return None, swept
+
+
+def _fail(err: RlexpError) -> None:
+    if os.environ.get("HYDRA_FULL_ERROR") == "1":
+        raise err
+    print(f"rlexp: error: {err}", file=sys.stderr)
+    sys.exit(2)
+
+
+class SweepCallback(Callback):
+    """Manifest, resume checks, progress table and end-of-sweep report for Hydra multiruns."""
+
+    def __init__(self) -> None:
+        self.report = True
+        self.progress = True
+        self._planned: int | None = None
+
+    def _read_flags(self, config: DictConfig) -> None:
+        """`sweep.report` / `sweep.progress` from the task config (the callback itself takes no arguments)."""
+        self.report = bool(OmegaConf.select(config, "sweep.report", default=True))
+        self.progress = bool(OmegaConf.select(config, "sweep.progress", default=True))
+
+    # ---- multirun (submitting process) ----
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        try:
+            self._start(config)
+        except RlexpError as err:
+            _fail(err)
+
+    def _start(self, config: DictConfig) -> None:
+        self._read_flags(config)
+        directory = context.sweep_dir(config, config.hydra.sweep.dir)
+        resume = bool(OmegaConf.select(config, "sweep.resume"))
+        jobs, swept = plan(config)
+        existing = manifest.load(directory)
+        if resume and existing is None:
+            raise ConfigError(
+                "sweep.resume",
+                True,
+                f"no {manifest.MANIFEST} in {directory}; pass the sweep dir to resume: hydra.sweep.dir=<that dir>",
+            )
+        if not resume and existing is not None and manifest.completed_nums(existing):
+            raise ConfigError(
+                "hydra.sweep.dir",
+                directory,
+                "this sweep dir already holds completed jobs; add sweep.resume=true to finish it, or pick a new dir",
+            )
+        target = str(OmegaConf.select(config, "hydra.sweeper._target_") or "")
+        data = existing if resume else None
+        if data is None:
+            data = manifest.new_manifest(
+                directory,
+                name=context.sweep_name(config),
+                group=context.sweep_group(config, directory),
+                objective=str(config.objective),
+                direction=str(OmegaConf.select(config, "sweep.direction") or "maximize"),
+                sweeper="optuna" if "optuna" in target.lower() else target.rsplit(".", 1)[-1] or "basic",
+            )
+        manifest.refresh(directory, data)
+        data["swept_keys"] = swept or data.get("swept_keys", [])
+        data["invocations"] = int(data.get("invocations", 0)) + 1
+        if jobs is not None:
+            self._planned = len(jobs)
+            for num, overrides in enumerate(jobs):
+                record = manifest.get_job(data, num)
+                if record is not None and record["overrides"]:
+                    _check_same_job(num, record["overrides"], overrides)
+                if record is None or record["state"] != "completed":
+                    manifest.upsert_job(data, num, overrides=list(overrides), state="pending", objective=None)
+        for job in data["jobs"]:
+            if job["state"] == "running":  # left over from a killed invocation
+                job["state"] = "pending"
+        manifest.save(directory, data)
+        if self.progress:
+            progress.show(data)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        self._read_flags(config)
+        directory = context.sweep_dir(config, config.hydra.sweep.dir)
+        data = manifest.load(directory)
+        if data is None:
+            return
+        manifest.refresh(directory, data)
+        manifest.save(directory, data)
+        if self.progress:
+            progress.show(data)
+        self._write_report(directory)
+
+    # ---- jobs (where the job runs) ----
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        from hydra.core.hydra_config import HydraConfig
+
+        if not context.in_multirun():
+            return
+        self._read_flags(config)
+        hc = HydraConfig.get()
+        directory = context.sweep_dir(config, hc.sweep.dir)
+        data = manifest.load(directory)
+        if data is None:
+            return
+        num = int(hc.job.num)
+        overrides = list(hc.overrides.task)
+        record = manifest.get_job(data, num)
+        if record is not None and record.get("overrides"):
+            try:
+                _check_same_job(num, record["overrides"], overrides)
+            except RlexpError as err:
+                _fail(err)
+        if record is not None and record["state"] == "completed" and config.sweep.resume:
+            return  # the task returns the recorded objective without training
+        manifest.upsert_job(
+            data,
+            num,
+            overrides=overrides,
+            output_dir=manifest.relative_dir(directory, context.job_dir(config)),
+            state="running",
+            started=manifest.now(),
+            ended=None,
+            objective=None,
+            launcher={"launcher": "local", "handle": f"pid {os.getpid()}"},
+        )
+        manifest.save(directory, data)
+        if self.progress:
+            progress.show(data)
+
+    def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
+        from hydra.core.hydra_config import HydraConfig
+
+        if not context.in_multirun():
+            return
+        self._read_flags(config)
+        hc = HydraConfig.get()
+        directory = context.sweep_dir(config, hc.sweep.dir)
+        data = manifest.load(directory)
+        if data is None:
+            return
+        num = int(hc.job.num)
+        job_dir = context.job_dir(config)
+        found = manifest.read_job_files(job_dir, data["objective"]["name"])
+        ok = job_return.status == JobStatus.COMPLETED and found.get("state", "completed") == "completed"
+        value = job_return._return_value if job_return.status == JobStatus.COMPLETED else None
+        found.pop("state", None)
+        manifest.upsert_job(data, num, **found)
+        job = manifest.get_job(data, num)
+        assert job is not None
+        job["state"] = "completed" if ok else "failed"
+        if ok and isinstance(value, int | float):
+            job["objective"] = float(value)
+        job["ended"] = manifest.now()
+        manifest.save(directory, data)
+        if self.progress:
+            progress.show(data)
+        finished = all(j["state"] in ("completed", "failed") for j in data["jobs"])
+        if not ok and finished and self._planned is not None and len(data["jobs"]) >= self._planned:
+            self._write_report(directory)  # Hydra raises after a failed job, skipping on_multirun_end
+
+    def _write_report(self, directory: str) -> None:
+        if not self.report:
+            return
+        try:
+            from rlexp.report.build import write_report
+
+            path = write_report([directory], out=None)
+            log.info("sweep report: %s", path)
+            print(f"sweep report: {path}", file=sys.stderr)
+        except Exception as err:  # a report problem must not fail a finished sweep
+            log.warning("sweep report not written: %s", err)
+
+
+def _check_same_job(num: int, recorded: list[str], now: list[str]) -> None:
+    if manifest.comparable(list(recorded)) != manifest.comparable(list(now)):
+        raise ConfigError(
+            f"job {num}",
+            " ".join(manifest.comparable(list(now))),
+            f"the sweep dir recorded {' '.join(manifest.comparable(list(recorded)))!r} for this job; "
+            "resume with the same sweep arguments",
+        )

@@ -1,0 +1,109 @@
+"""Small-file IO for run and sweep dirs that may be local paths or fsspec URLs (gs://, memory://).
+
+Local writes go through a temporary file and a rename so a reader never sees half a manifest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from typing import Any
+
+import fsspec
+
+
+def is_url(path: str) -> bool:
+    return "://" in str(path)
+
+
+def join(base: str, *parts: str) -> str:
+    """Join path parts with '/', keeping a URL's scheme intact."""
+    out = str(base).rstrip("/")
+    for part in parts:
+        out = f"{out}/{str(part).strip('/')}"
+    return out
+
+
+def _fs(path: str) -> tuple[fsspec.AbstractFileSystem, str]:
+    return fsspec.core.url_to_fs(str(path))
+
+
+def exists(path: str) -> bool:
+    fs, p = _fs(path)
+    return fs.exists(p)
+
+
+def read_text(path: str) -> str | None:
+    """The file's text, or None when it does not exist."""
+    fs, p = _fs(path)
+    try:
+        with fs.open(p, "r", encoding="utf-8") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
+def read_json(path: str) -> Any:
+    """Parsed JSON, or None when the file is missing or not (yet) valid JSON."""
+    text = read_text(path)
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return None
+
+
+def read_jsonl(path: str) -> list[dict[str, Any]]:
+    """Rows of a JSONL file; a truncated last line (a run killed mid-write) is skipped."""
+    text = read_text(path)
+    rows = []
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(row, dict):
+            rows.append(row)
+    return rows
+
+
+def write_text(path: str, text: str) -> None:
+    if not is_url(path):
+        directory = os.path.dirname(os.path.abspath(path))
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=os.path.basename(path))
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file the usual permissions
+        os.replace(tmp, path)
+        return
+    fs, p = _fs(path)
+    parent = p.rsplit("/", 1)[0]
+    if parent:
+        fs.makedirs(parent, exist_ok=True)
+    with fs.open(p, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def write_json(path: str, data: Any) -> None:
+    write_text(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def list_dirs(path: str) -> list[str]:
+    """Immediate subdirectories of `path` as full paths/URLs (empty when `path` is missing)."""
+    fs, p = _fs(path)
+    if not fs.exists(p):
+        return []
+    out = []
+    for info in fs.ls(p, detail=True):
+        if info.get("type") == "directory":
+            name = info["name"].rstrip("/").rsplit("/", 1)[-1]
+            out.append(join(path, name))
+    return sorted(out)
