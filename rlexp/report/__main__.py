@@ -17,8 +17,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", help="HTML file to write (default: <sweep dir>/report.html or ./report.html)")
     parser.add_argument("--objective", help="summary.json key that ranks runs (default: the sweep's objective)")
     parser.add_argument("--wandb", action="store_true", help="also build a wandb Report for the sweep's group")
-    parser.add_argument("--entity", help="wandb entity for --wandb (default: your default entity)")
-    parser.add_argument("--project", default="rlexp", help="wandb project for --wandb")
+    parser.add_argument("--entity", help="wandb entity for --wandb (default: the sweep's logger.entity)")
+    parser.add_argument("--project", help="wandb project for --wandb (default: the sweep's logger.project)")
     args = parser.parse_args(argv)
     try:
         missing = [p for p in args.inputs if not storage.exists(p)]
@@ -32,7 +32,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.wandb:
             from rlexp.report.wandb_report import publish
 
-            print(publish(sweep, entity=args.entity, project=args.project))
+            project = args.project or sweep.wandb.get("project") or "rlexp"
+            print(publish(sweep, entity=args.entity or sweep.wandb.get("entity"), project=project))
     except RlexpError as err:
         print(f"rlexp.report: error: {err}", file=sys.stderr)
         return 2

@@ -59,6 +59,7 @@ class Sweep:
     direction: str = "maximize"
     group: str | None = None
     source: str = ""
+    wandb: dict[str, Any] = field(default_factory=dict)  # project / entity the sweep logged to
 
 
 def _finite(value: Any) -> float | None:
@@ -132,6 +133,7 @@ def load(inputs: list[str], *, objective: str | None = None) -> Sweep:
                 direction=data["objective"].get("direction", "maximize"),
                 group=data.get("group"),
                 source=sweep_dir,
+                wandb=data.get("wandb") or {},
             )
         dirs = [d for d in storage.list_dirs(sweep_dir) if _is_run_dir(d)]
         dirs.sort(key=_dir_order)

@@ -31,7 +31,7 @@ def build(sweep: Sweep, *, entity: str, project: str, title: str | None = None) 
         entity=entity,
         project=project,
         name=sweep.group,
-        filters=[expr.Metric("Group") == sweep.group],
+        filters=expr.And(expr.Metric("Group") == sweep.group),
         groupby=[f"config.{_config_key(keys[0])}"] if keys else [],
         order=[wr.OrderBy(name=f"summary.{sweep.objective}", ascending=sweep.direction != "maximize")],
     )

@@ -65,6 +65,15 @@ class SweepCallback(Callback):
         self.report = True
         self.progress = True
         self._planned: int | None = None
+        self._shown = ""
+
+    def _show(self, data: dict) -> None:
+        if not self.progress:
+            return
+        table = progress.render(data, width=200)
+        if table != self._shown:  # the last job's end and the multirun's end often agree
+            self._shown = table
+            progress.show(data)
 
     def _read_flags(self, config: DictConfig) -> None:
         """`sweep.report` / `sweep.progress` from the task config (the callback itself takes no arguments)."""
@@ -108,6 +117,10 @@ class SweepCallback(Callback):
                 sweeper="optuna" if "optuna" in target.lower() else target.rsplit(".", 1)[-1] or "basic",
             )
         manifest.refresh(directory, data)
+        data["wandb"] = {
+            "project": OmegaConf.select(config, "logger.project"),
+            "entity": OmegaConf.select(config, "logger.entity"),
+        }
         data["swept_keys"] = swept or data.get("swept_keys", [])
         data["invocations"] = int(data.get("invocations", 0)) + 1
         if jobs is not None:
@@ -122,8 +135,7 @@ class SweepCallback(Callback):
             if job["state"] == "running":  # left over from a killed invocation
                 job["state"] = "pending"
         manifest.save(directory, data)
-        if self.progress:
-            progress.show(data)
+        self._show(data)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         self._read_flags(config)
@@ -133,8 +145,7 @@ class SweepCallback(Callback):
             return
         manifest.refresh(directory, data)
         manifest.save(directory, data)
-        if self.progress:
-            progress.show(data)
+        self._show(data)
         self._write_report(directory)
 
     # ---- jobs (where the job runs) ----
@@ -171,8 +182,7 @@ class SweepCallback(Callback):
             launcher={"launcher": "local", "handle": f"pid {os.getpid()}"},
         )
         manifest.save(directory, data)
-        if self.progress:
-            progress.show(data)
+        self._show(data)
 
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
         from hydra.core.hydra_config import HydraConfig
@@ -199,8 +209,7 @@ class SweepCallback(Callback):
             job["objective"] = float(value)
         job["ended"] = manifest.now()
         manifest.save(directory, data)
-        if self.progress:
-            progress.show(data)
+        self._show(data)
         finished = all(j["state"] in ("completed", "failed") for j in data["jobs"])
         if not ok and finished and self._planned is not None and len(data["jobs"]) >= self._planned:
             self._write_report(directory)  # Hydra raises after a failed job, skipping on_multirun_end

@@ -1,0 +1,126 @@
+"""The HTML report over the synthetic sweep in tests/fixtures/runs/lr_seed (2 lr × 2 seeds + a hacked run)."""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import fsspec
+import pytest
+
+from rlexp.report import analyze
+from rlexp.report.__main__ import main
+from rlexp.report.html import render
+from rlexp.report.load import Run, load
+from tests.helpers import REPO
+from tests.report.browser import open_report
+
+FIXTURE = REPO / "tests" / "fixtures" / "runs" / "lr_seed"
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    return load([str(FIXTURE)])
+
+
+def test_loads_sweep_manifest(sweep) -> None:
+    assert sweep.group == "lr_seed-fixture"
+    assert sweep.swept_keys == ["trainer.learning_rate", "seed"]
+    assert [r.state for r in sweep.runs] == ["completed"] * 4 + ["failed"]
+    assert sweep.runs[0].params()["trainer.learning_rate"] == "0.001"
+    assert len(sweep.runs[0].series("rewards/sum")) == 30
+    assert len(sweep.runs[0].series("eval/pass_at_1")) == 3
+
+
+def test_rows_group_seeds_and_sort_by_objective(sweep) -> None:
+    rows = analyze.rows(sweep)
+    assert [r.params for r in rows] == [
+        {"trainer.learning_rate": "0.003"},
+        {"trainer.learning_rate": "0.001"},
+        {"trainer.learning_rate": "0.03"},
+    ]
+    assert [len(r.runs) for r in rows] == [2, 2, 1]
+    mean, std = analyze.mean_std(rows[0].values["objective"])
+    expected = [r.objective for r in sweep.runs if r.params()["trainer.learning_rate"] == "0.003"]
+    assert mean == pytest.approx(sum(expected) / 2) and std is not None and std > 0
+
+
+def test_health_flags_the_hacked_run_only(sweep) -> None:
+    healthy, hacked = sweep.runs[:4], sweep.runs[4]
+    assert all(analyze.health(r) == [] for r in healthy)
+    codes = {f.code for f in analyze.health(hacked)}
+    assert codes == {"failed", "length_collapse", "kl_blowup", "zero_variance", "reward_errors", "format_vs_correct"}
+    # its train reward falls too, so "train up, eval down" must not fire
+
+
+def synthetic(rows: list[dict], cap: int | None = None) -> Run:
+    return Run(name="s", dir="s", rows=rows, config={"trainer": {"max_completion_tokens": cap}} if cap else {})
+
+
+def test_health_length_cap_and_clipping_and_train_eval_divergence() -> None:
+    rows = [
+        {"step": s, "completions/mean_length": 2 + 6 * s / 20, "rewards/correct/clip_ratio": 0.5, "rewards/sum": s / 20}
+        for s in range(1, 21)
+    ]
+    rows += [{"step": s, "eval/pass_at_1": 0.5 - s / 40} for s in (5, 10, 15, 20)]
+    codes = {f.code for f in analyze.health(synthetic(rows, cap=8))}
+    assert {"length_cap", "reward_clipping", "train_up_eval_down"} <= codes
+    assert "length_drift" not in codes  # the cap flag already says it
+
+
+def test_html_is_self_contained_with_wellformed_svg(sweep) -> None:
+    page = render(sweep)
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", page), "the report must not load anything"
+    svgs = re.findall(r"<svg.*?</svg>", page, flags=re.S)
+    assert len(svgs) == 4
+    for svg in svgs:
+        ET.fromstring(svg)  # well-formed XML
+    assert len(page) < 60_000
+
+
+def test_cli_writes_report_and_rejects_missing_dirs(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    out = tmp_path / "r.html"
+    assert main([str(FIXTURE), "--out", str(out)]) == 0
+    assert "5 runs" in capsys.readouterr().out and out.stat().st_size > 0
+    assert main([str(tmp_path / "nope")]) == 2
+    assert "no such run or sweep dir" in capsys.readouterr().err
+
+
+def test_cli_run_dirs_without_manifest(tmp_path: Path) -> None:
+    out = tmp_path / "r.html"
+    assert main([str(FIXTURE / "0"), str(FIXTURE / "2"), "--out", str(out)]) == 0
+    sweep = load([str(FIXTURE / "0"), str(FIXTURE / "2")])
+    assert sweep.swept_keys == ["trainer.learning_rate"]  # the keys that differ between the given runs
+
+
+def test_wandb_flag_offline_keeps_html(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    out = tmp_path / "r.html"
+    assert main([str(FIXTURE), "--out", str(out), "--wandb"]) == 0
+    assert "offline" in capsys.readouterr().out and out.exists()
+
+
+def test_report_reads_and_writes_through_fsspec() -> None:
+    fs = fsspec.filesystem("memory")
+    for path in FIXTURE.rglob("*"):
+        if path.is_file():
+            fs.pipe(f"/bucket/sweep/{path.relative_to(FIXTURE)}", path.read_bytes())
+    try:
+        assert main(["memory://bucket/sweep"]) == 0
+        page = fs.cat("/bucket/sweep/report.html").decode()
+        assert page.count('class="run-row"') == 3
+    finally:
+        fs.rm("/bucket", recursive=True)
+
+
+def test_report_opens_in_headless_chromium(tmp_path: Path, sweep) -> None:
+    out = tmp_path / "report.html"
+    assert main([str(FIXTURE), "--out", str(out)]) == 0
+    page = open_report(out)
+    assert page.errors == []
+    assert page.title.startswith("rlexp report")
+    assert page.rows == 3
+    # every run has every curve: 5 runs × (reward, pass@1, KL, length)
+    assert page.curves == {metric: 5 for metric in analyze.CURVES}
+    assert page.flags == len(analyze.health(sweep.runs[4]))
