@@ -7,6 +7,7 @@ same data can be rendered for any model. Unparseable rows are counted, never tra
 
 from __future__ import annotations
 
+import contextvars
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,7 +28,8 @@ class Splits:
 
 Loader = Callable[[DatasetConfig], Splits]
 _LOADERS: dict[str, Loader] = {}
-_BUILTIN_MODULES = ("rlexp.data.arith",)
+_BUILTIN_MODULES = ("rlexp.data.arith", "rlexp.data.files")
+_ALLOW_DOWNLOADS: contextvars.ContextVar[bool] = contextvars.ContextVar("allow_downloads", default=True)
 
 
 def register(name: str) -> Callable[[Loader], Loader]:
@@ -44,7 +46,17 @@ def known_loaders() -> set[str]:
     return set(_LOADERS)
 
 
-def load_splits(cfg: DatasetConfig) -> Splits:
+def allow_downloads() -> bool:
+    """Whether the running `load_splits` call may fetch hub datasets (False: cache only)."""
+    return _ALLOW_DOWNLOADS.get()
+
+
+def load_splits(cfg: DatasetConfig, *, allow_downloads: bool = True) -> Splits:
+    """Train and eval rows of the configured dataset; `skipped` counts the rows that could not be used."""
     if cfg.loader not in known_loaders():
         raise ConfigError("dataset.loader", cfg.loader, f"use one of {', '.join(sorted(_LOADERS))}")
-    return _LOADERS[cfg.loader](cfg)
+    token = _ALLOW_DOWNLOADS.set(allow_downloads)
+    try:
+        return _LOADERS[cfg.loader](cfg)
+    finally:
+        _ALLOW_DOWNLOADS.reset(token)

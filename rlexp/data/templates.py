@@ -1,22 +1,143 @@
-"""Prompt rendering: the data template lays out system prompt and question; the chat template wraps it."""
+"""Prompt rendering: the data template lays out system prompt and question; the chat template wraps it.
+
+The data template (`chat_template.system_prompt`, `chat_template.template`, chosen with
+`data_template=`) is model-independent text; the chat template (`chat_template.chat`, a
+Jinja string) adds the model's turn markers around it as one user message. With a Hugging
+Face tokenizer at hand the Jinja runs through `tokenizer.apply_chat_template`, so
+`bos_token` and the helper functions are the tokenizer's own; without one, through an
+environment configured the same way. `chat: tokenizer` uses the template the tokenizer ships.
+
+`doubled_markers` finds the seeds' known failure: a data template that already contains turn
+markers, wrapped by a chat template that adds them again.
+"""
 
 from __future__ import annotations
 
+import functools
+import re
+from typing import Any
+
 from rlexp.config.schema import ChatTemplateConfig
-from rlexp.data.registry import Row
+from rlexp.data.registry import Row, Splits
+from rlexp.errors import ConfigError
+
+# Turn markers of the chat formats rlexp ships; a data template must contain none of them
+# when a chat template wraps it.
+KNOWN_MARKERS = (
+    "<start_of_turn>",
+    "<end_of_turn>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|begin_of_text|>",
+    "<|start_header_id|>",
+    "<|end_header_id|>",
+    "<|eot_id|>",
+    "<|start|>",
+    "<|end|>",
+    "<|message|>",
+    "<|channel|>",
+)
 
 
-def render_prompt(row: Row, chat: ChatTemplateConfig) -> str:
+def data_text(row: Row, chat: ChatTemplateConfig) -> str:
+    """The data template filled with the row's question: the content of the single user message."""
+    try:
+        return chat.template.format(question=row["question"], system_prompt=chat.system_prompt)
+    except (KeyError, IndexError, ValueError) as err:
+        raise ConfigError(
+            "chat_template.template", chat.template, f"may use only {{question}} and {{system_prompt}} ({err!r})"
+        ) from err
+
+
+@functools.lru_cache(maxsize=16)
+def _compiled(template: str) -> Any:
+    from jinja2.exceptions import TemplateError
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def raise_exception(message: str) -> None:
+        raise TemplateError(message)
+
+    # The same environment flags as transformers' apply_chat_template, so both paths render alike.
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env.globals["raise_exception"] = raise_exception
+    return env.from_string(template)
+
+
+def _uses_tokenizer_template(tokenizer: Any) -> bool:
+    return tokenizer is not None and hasattr(tokenizer, "apply_chat_template")
+
+
+def render_prompt(row: Row, chat: ChatTemplateConfig, tokenizer: Any = None) -> str:
     """The exact text the model is prompted with for one row."""
-    text = chat.template.format(question=row["question"], system_prompt=chat.system_prompt)
+    text = data_text(row, chat)
     if chat.chat is None:
         return text
-    import jinja2
-
-    env = jinja2.Environment(autoescape=False, keep_trailing_newline=True)
     messages = [{"role": "user", "content": text}]
-    return env.from_string(chat.chat).render(messages=messages, add_generation_prompt=True)
+    if chat.chat == "tokenizer":
+        if not _uses_tokenizer_template(tokenizer):
+            raise ConfigError("chat_template.chat", "tokenizer", "needs the model's Hugging Face tokenizer")
+        if not getattr(tokenizer, "chat_template", None):
+            raise ConfigError(
+                "chat_template.chat",
+                "tokenizer",
+                "this tokenizer ships no chat template (base models); pick chat_template=gemma, chatml, llama3, ...",
+            )
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    if _uses_tokenizer_template(tokenizer):
+        return tokenizer.apply_chat_template(
+            messages, chat_template=chat.chat, tokenize=False, add_generation_prompt=True
+        )
+    return _compiled(chat.chat).render(messages=messages, add_generation_prompt=True, bos_token=chat.bos_token)
 
 
-def render_rows(rows: list[Row], chat: ChatTemplateConfig) -> list[Row]:
-    return [{**r, "prompt": render_prompt(r, chat)} for r in rows]
+def doubled_markers(row: Row, chat: ChatTemplateConfig, prompt: str) -> list[str]:
+    """Problems with turn markers in one rendered prompt; empty when the prompt is well formed."""
+    problems = []
+    markers = tuple(dict.fromkeys((*chat.turn_markers, *KNOWN_MARKERS)))
+    if chat.chat is not None:
+        inner = [m for m in markers if m in data_text(row, chat)]
+        if inner:
+            problems.append(
+                f"the data template already contains turn markers {inner} and chat template "
+                f"{chat.name!r} adds its own: remove them from chat_template.template"
+            )
+    for m in markers:
+        # A marker, an optional role word, then the same marker again: "<start_of_turn>user\n<start_of_turn>".
+        if re.search(re.escape(m) + r"[A-Za-z_]*\s*" + re.escape(m), prompt):
+            problems.append(f"turn marker {m!r} appears twice in a row")
+    return problems
+
+
+def prompt_tokens(tokenizer: Any, prompt: str) -> int:
+    """Prompt length as the sampler sees it (the tokenizer's encode, special tokens included)."""
+    return len(tokenizer.encode(prompt))
+
+
+def render_rows(
+    rows: list[Row],
+    chat: ChatTemplateConfig,
+    tokenizer: Any = None,
+    *,
+    max_prompt_tokens: int | None = None,
+    skipped: dict[str, int] | None = None,
+) -> list[Row]:
+    """Rows with `prompt` filled in; with a tokenizer and a budget, longer prompts are dropped and counted."""
+    out = []
+    for r in rows:
+        prompt = render_prompt(r, chat, tokenizer)
+        if tokenizer is not None and max_prompt_tokens and prompt_tokens(tokenizer, prompt) > max_prompt_tokens:
+            if skipped is not None:
+                skipped["prompt_too_long"] = skipped.get("prompt_too_long", 0) + 1
+            continue
+        out.append({**r, "prompt": prompt})
+    return out
+
+
+def render_splits(
+    splits: Splits, chat: ChatTemplateConfig, tokenizer: Any = None, max_prompt_tokens: int | None = None
+) -> Splits:
+    """Both splits rendered (and length-filtered); the skip counts grow by the prompts that were too long."""
+    skipped = dict(splits.skipped)
+    train = render_rows(splits.train, chat, tokenizer, max_prompt_tokens=max_prompt_tokens, skipped=skipped)
+    evals = render_rows(splits.eval, chat, tokenizer, max_prompt_tokens=max_prompt_tokens, skipped=skipped)
+    return Splits(train=train, eval=evals, skipped=skipped)

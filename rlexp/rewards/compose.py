@@ -1,9 +1,12 @@
 """Turns a RewardConfig into the reward callables Tunix sums, plus per-step reward statistics.
 
-Tunix adds up the values of every reward function it is given. For `combine: sum` each
-configured function becomes one weighted callable (so Tunix also logs it by name). For
-`combine: weighted_mean_clipped` a single callable returns clip(Σ wᵢ rᵢ / Σ wᵢ, -1, 1).
-Every call is recorded in `RewardSet.stats`, which the trainer drains once per step.
+Tunix adds up the values of every reward function it is given. For `combine: sum` (MaxText)
+each configured function becomes one weighted callable (so Tunix also logs it by name). For
+`combine: weighted_mean_clipped` (Vertex) every value is clipped to [-1, 1] and a single
+callable returns clip(Σ wᵢ rᵢ / Σ wᵢ, -1, 1). Every call is recorded in `RewardSet.stats`,
+which the trainer drains once per step: per reward mean, std, errors, non-finite values and
+the share of clipped values. An exception or a NaN is an errored invocation scored 0; when
+more than `max_error_ratio` of a step's invocations error, `step_metrics()` raises.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlexp.config.schema import RewardConfig
-from rlexp.errors import RlexpError
+from rlexp.errors import ConfigError, RlexpError
 from rlexp.rewards.registry import RewardFn, make_reward_fn
 
 
@@ -30,7 +33,9 @@ class RewardStats:
     values: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     non_finite: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    clipped: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     calls: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    last_error: dict[str, str] = field(default_factory=dict)  # kept across drains: the newest failure
 
     def drain(self) -> dict[str, float]:
         out: dict[str, float] = {}
@@ -42,7 +47,9 @@ class RewardStats:
                 out[f"rewards/{name}/std"] = math.sqrt(sum((v - mean) ** 2 for v in vals) / len(vals))
             out[f"rewards/{name}/errors"] = float(self.errors[name])
             out[f"rewards/{name}/non_finite"] = float(self.non_finite[name])
-        self.values.clear(), self.errors.clear(), self.non_finite.clear(), self.calls.clear()
+            out[f"rewards/{name}/clip_ratio"] = self.clipped[name] / self.calls[name] if self.calls[name] else 0.0
+        for counts in (self.values, self.errors, self.non_finite, self.clipped, self.calls):
+            counts.clear()
         return out
 
     def error_ratio(self) -> float:
@@ -50,8 +57,8 @@ class RewardStats:
         return (sum(self.errors.values()) + sum(self.non_finite.values())) / calls if calls else 0.0
 
 
-def _guarded(name: str, fn: RewardFn, stats: RewardStats) -> Callable[..., list[float]]:
-    """Call fn; an exception or a NaN counts as an errored invocation scored 0."""
+def _guarded(name: str, fn: RewardFn, stats: RewardStats, clip: bool = False) -> Callable[..., list[float]]:
+    """Call fn; an exception or a NaN counts as an errored invocation scored 0; `clip` bounds values to [-1, 1]."""
 
     def call(prompts: list[str], completions: list[str], **kw: Any) -> list[float]:
         n = len(completions)
@@ -60,20 +67,40 @@ def _guarded(name: str, fn: RewardFn, stats: RewardStats) -> Callable[..., list[
             raw = list(fn(prompts, completions, **kw))
             if len(raw) != n:
                 raise ValueError(f"returned {len(raw)} values for {n} completions")
-        except Exception:  # noqa: BLE001 - any failure of user reward code is an errored call
+        except Exception as err:  # noqa: BLE001 - any failure of user reward code is an errored call
             stats.errors[name] += n
+            stats.last_error[name] = f"{type(err).__name__}: {err}"[:500]
             return [0.0] * n
+        item_error = getattr(fn, "last_error", None)
+        if item_error:
+            stats.last_error[name] = str(item_error)[:500]
+            fn.last_error = None  # type: ignore[attr-defined]
         out = []
         for v in raw:
-            v = float(v) if v is not None else math.nan
+            try:
+                v = float(v) if v is not None else math.nan
+            except (TypeError, ValueError):
+                v = math.nan
             if not math.isfinite(v):
                 stats.non_finite[name] += 1
                 v = 0.0
+            if clip and not -1.0 <= v <= 1.0:
+                stats.clipped[name] += 1
+                v = max(-1.0, min(1.0, v))
             stats.values[name].append(v)
             out.append(v)
         return out
 
+    call.__name__ = name
     return call
+
+
+@dataclass
+class NamedReward:
+    name: str
+    weight: float
+    fn: Callable[..., list[float]]  # guarded: never raises, values finite
+    raw: RewardFn  # the factory's function (holds pools, sessions, counters)
 
 
 @dataclass
@@ -81,6 +108,8 @@ class RewardSet:
     fns: list[Callable[..., list[float]]]
     stats: RewardStats
     max_error_ratio: float
+    rewards: list[NamedReward] = field(default_factory=list)
+    combine: str = "sum"
 
     def step_metrics(self) -> dict[str, float]:
         """Drain the stats of the finished step; raise if too many calls errored."""
@@ -88,33 +117,50 @@ class RewardSet:
         metrics = self.stats.drain()
         metrics["rewards/error_ratio"] = ratio
         if ratio > self.max_error_ratio:
+            last = "; ".join(f"{k}: {v}" for k, v in sorted(self.stats.last_error.items()))
             raise RewardErrorBudgetExceeded(
                 f"reward.max_error_ratio={self.max_error_ratio}: {ratio:.0%} of the step's reward calls "
                 "errored or returned non-finite values; fix the reward (see samples.jsonl) or raise the limit"
+                + (f" (last error: {last})" if last else "")
             )
         return metrics
 
+    def close(self) -> None:
+        """Release what rewards hold (grader processes, HTTP threads)."""
+        for r in self.rewards:
+            close = getattr(r.raw, "close", None)
+            if callable(close):
+                close()
+
 
 def build_rewards(cfg: RewardConfig) -> RewardSet:
+    if cfg.combine not in ("sum", "weighted_mean_clipped"):
+        raise ConfigError("reward.combine", cfg.combine, "use sum or weighted_mean_clipped")
     stats = RewardStats()
-    named = [
-        (f.name or f.fn, f.weight, _guarded(f.name or f.fn, make_reward_fn(f.fn, f.kwargs), stats))
-        for f in cfg.functions
-    ]
-    if cfg.combine == "sum":
+    clip = cfg.combine == "weighted_mean_clipped"
+    rewards = []
+    for f in cfg.functions:
+        raw = make_reward_fn(f.fn, f.kwargs)
+        name = f.name or f.fn
+        rewards.append(NamedReward(name, f.weight, _guarded(name, raw, stats, clip), raw))
+    if len({r.name for r in rewards}) != len(rewards):
+        raise ConfigError("reward.functions", [r.name for r in rewards], "give rewards with the same fn distinct names")
+    if not clip:
         fns = []
-        for name, weight, fn in named:
+        for r in rewards:
 
-            def weighted(prompts, completions, _fn=fn, _w=weight, **kw):  # noqa: ANN001
+            def weighted(prompts, completions, _fn=r.fn, _w=r.weight, **kw):  # noqa: ANN001
                 return [_w * v for v in _fn(prompts, completions, **kw)]
 
-            weighted.__name__ = name  # Tunix logs rewards/<fn name>
+            weighted.__name__ = r.name  # Tunix logs rewards/<fn name>
             fns.append(weighted)
-        return RewardSet(fns, stats, cfg.max_error_ratio)
-    total_w = sum(w for _, w, _ in named)
+        return RewardSet(fns, stats, cfg.max_error_ratio, rewards, cfg.combine)
+    total_w = sum(r.weight for r in rewards)
+    if total_w <= 0:
+        raise ConfigError("reward.functions[].weight", [r.weight for r in rewards], "weights must sum to > 0")
 
     def weighted_mean_clipped(prompts, completions, **kw):  # noqa: ANN001
-        cols = [[w * v for v in fn(prompts, completions, **kw)] for _, w, fn in named]
+        cols = [[r.weight * v for v in r.fn(prompts, completions, **kw)] for r in rewards]
         return [max(-1.0, min(1.0, sum(vals) / total_w)) for vals in zip(*cols, strict=True)]
 
-    return RewardSet([weighted_mean_clipped], stats, cfg.max_error_ratio)
+    return RewardSet([weighted_mean_clipped], stats, cfg.max_error_ratio, rewards, cfg.combine)

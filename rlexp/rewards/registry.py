@@ -9,12 +9,18 @@ Modules that define rewards are listed in `_BUILTIN_MODULES` and imported lazily
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable
 from typing import Any
 
 RewardFn = Callable[..., list[float]]
 _FACTORIES: dict[str, Callable[..., RewardFn]] = {}
-_BUILTIN_MODULES = ("rlexp.rewards.arith",)
+_BUILTIN_MODULES = (
+    "rlexp.rewards.arith",
+    "rlexp.rewards.math_rewards",
+    "rlexp.rewards.http_reward",
+    "rlexp.rewards.python_reward",
+)
 
 
 def register(name: str) -> Callable[[Callable[..., RewardFn]], Callable[..., RewardFn]]:
@@ -40,5 +46,17 @@ def known_reward_fns() -> set[str]:
 
 
 def make_reward_fn(name: str, kwargs: dict[str, Any] | None = None) -> RewardFn:
+    """Build one scorer; unknown names and keyword arguments the factory does not take are ConfigErrors."""
+    from rlexp.errors import ConfigError
+
     _load_builtins()
-    return _FACTORIES[name](**(kwargs or {}))
+    if name not in _FACTORIES:
+        raise ConfigError("reward.functions[].fn", name, f"use one of {', '.join(sorted(_FACTORIES))}")
+    factory = _FACTORIES[name]
+    try:
+        inspect.signature(factory).bind(**(kwargs or {}))
+    except TypeError as err:
+        raise ConfigError(
+            f"reward {name} kwargs", dict(kwargs or {}), f"{err}; the factory takes {inspect.signature(factory)}"
+        ) from err
+    return factory(**(kwargs or {}))

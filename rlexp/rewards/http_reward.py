@@ -1,0 +1,125 @@
+"""`http`: score completions with a remote reward service.
+
+Protocol (served by `python -m rlexp.serve_reward` for local testing):
+    POST <url>   {"items": [{"prompt", "completion", "answer", "id"}, ...]}
+    200          {"rewards": [float | null, ...]}   one value per item, in order
+
+Completions go in batches of `batch_size`, at most `max_concurrency` requests at a time.
+A timeout, a connection error, a 429 or a 5xx is retried `retries` times with exponential
+backoff (`backoff_s`, doubling, capped at `max_backoff_s`); what still fails, a 4xx, or a
+malformed answer scores NaN for each item of the batch, which the reward set counts as an
+errored invocation. The auth header's value is read from the environment variable named by
+`auth_env` at call time and is never stored in configs or logs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+from urllib.parse import urlparse
+
+from rlexp.errors import ConfigError
+from rlexp.rewards.registry import RewardFn, register
+
+_RETRYABLE = {429, 500, 502, 503, 504}
+_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+class _Counters:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.values = {"requests": 0, "retries": 0, "failed_batches": 0, "invalid_responses": 0}
+
+    def add(self, key: str, n: int = 1) -> None:
+        with self._lock:
+            self.values[key] += n
+
+
+def _floats(payload: Any, n: int) -> list[float] | None:
+    rewards = payload.get("rewards") if isinstance(payload, dict) else payload
+    if not isinstance(rewards, list) or len(rewards) != n:
+        return None
+    out = []
+    for v in rewards:
+        if isinstance(v, bool) or not isinstance(v, int | float | None):
+            return None
+        out.append(math.nan if v is None else float(v))
+    return out
+
+
+@register("http")
+def http_reward(
+    url: str,
+    auth_env: str | None = None,
+    auth_header: str = "Authorization",
+    auth_scheme: str = "Bearer",
+    timeout_s: float = 30.0,
+    retries: int = 3,
+    backoff_s: float = 0.5,
+    max_backoff_s: float = 8.0,
+    max_concurrency: int = 8,
+    batch_size: int = 16,
+) -> RewardFn:
+    """A reward computed by POSTing batches of {prompt, completion, answer, id} to `url`."""
+    if urlparse(url).scheme not in ("http", "https"):
+        raise ConfigError("reward.functions[].kwargs.url", url, "use an http:// or https:// URL")
+    if auth_env and auth_env not in os.environ:
+        raise ConfigError("reward.functions[].kwargs.auth_env", auth_env, "set this environment variable")
+    if max_concurrency < 1 or batch_size < 1 or retries < 0:
+        raise ConfigError("reward.functions[].kwargs", "http", "max_concurrency, batch_size >= 1 and retries >= 0")
+    handlers = [urllib.request.ProxyHandler({})] if urlparse(url).hostname in _LOOPBACK else []
+    opener = urllib.request.build_opener(*handlers)
+    counters = _Counters()
+    executor = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="rlexp-http-reward")
+
+    def post(items: list[dict[str, Any]]) -> list[float]:
+        body = json.dumps({"items": items}).encode()
+        headers = {"Content-Type": "application/json"}
+        if auth_env:
+            headers[auth_header] = f"{auth_scheme} {os.environ[auth_env]}".strip()
+        for attempt in range(retries + 1):
+            if attempt:
+                counters.add("retries")
+                time.sleep(min(max_backoff_s, backoff_s * 2 ** (attempt - 1)))
+            counters.add("requests")
+            try:
+                with opener.open(urllib.request.Request(url, body, headers), timeout=timeout_s) as resp:
+                    raw = resp.read()
+            except urllib.error.HTTPError as err:
+                if err.code in _RETRYABLE:
+                    continue
+                break  # 4xx: the request is wrong, repeating it will not help
+            except (urllib.error.URLError, TimeoutError, ConnectionError, OSError):
+                continue
+            try:
+                values = _floats(json.loads(raw), len(items))
+            except ValueError:
+                values = None
+            if values is None:
+                counters.add("invalid_responses")
+                return [math.nan] * len(items)
+            return values
+        counters.add("failed_batches")
+        return [math.nan] * len(items)
+
+    def http(prompts: list[str], completions: list[str], answer: Any = None, **fields: Any) -> list[float]:
+        n = len(completions)
+        ids = fields.get("id") or [None] * n
+        answers = answer if answer is not None else [None] * n
+        items = [
+            {"prompt": p, "completion": c, "answer": a, "id": i}
+            for p, c, a, i in zip(prompts, completions, answers, ids, strict=True)
+        ]
+        batches = [items[k : k + batch_size] for k in range(0, n, batch_size)]
+        return [v for batch in executor.map(post, batches) for v in batch]
+
+    http.counters = counters.values  # type: ignore[attr-defined]
+    http.close = lambda: executor.shutdown(wait=True)  # type: ignore[attr-defined]
+    return http

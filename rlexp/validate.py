@@ -1,0 +1,337 @@
+"""The preflight: `python -m rlexp.validate <overrides>` dry-runs data, prompts and rewards before a launch.
+
+On the same config tree as training it validates the config, loads the dataset, renders
+`validate.rows` prompts (refusing doubled turn markers, printing one prompt), gets
+completions — sampled with the configured model, or read from `validate.completions`
+(jsonl of {id, completion}; then no model or tokenizer is needed) — and calls every reward.
+It writes `validation.json` to the run dir: per reward {mean, min, max, n, errors,
+non_finite, out_of_range}, the share of prompt groups whose total reward has zero variance,
+the memory estimate, the checks, and per completion its id and each reward's value.
+Exit status 1 when a check fails: a reward missing (raised or returned too few values),
+non-finite or outside its `range`, doubled markers, unusable data or config. Launchers call
+`preflight()` before submitting (opt out with `validate.skip=true`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import hydra
+from omegaconf import DictConfig
+
+from rlexp.config.schema import RlexpConfig, register_configs
+from rlexp.errors import RlexpError
+
+CONF_DIR = os.environ.get("RLEXP_CONF_DIR", str(Path(__file__).resolve().parent.parent / "conf"))
+register_configs()
+
+
+class _Report:
+    def __init__(self) -> None:
+        self.checks: list[dict[str, Any]] = []
+        self.skipped: list[str] = []
+
+    def add(self, name: str, status: str, detail: str = "") -> None:
+        self.checks.append({"name": name, "status": status, "detail": detail})
+        if status == "skipped":
+            self.skipped.append(f"{name}: {detail}")
+
+    def run(self, name: str, fn: Any) -> Any:
+        """Run one check; a user error becomes a failed check instead of ending the preflight."""
+        try:
+            out = fn()
+        except RlexpError as err:
+            self.add(name, "failed", str(err))
+            return None
+        self.add(name, "ok")
+        return out
+
+    @property
+    def ok(self) -> bool:
+        return all(c["status"] != "failed" for c in self.checks)
+
+
+def read_completions(path: str) -> list[dict[str, Any]]:
+    """Lines {id, completion} (optionally prompt, answer) of a jsonl file."""
+    import fsspec
+
+    out = []
+    with fsspec.open(path, "rt", encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise RlexpError(f"validate.completions={path!r}: line {n} is not JSON ({err.msg})") from err
+            if not isinstance(rec, dict) or "id" not in rec or not isinstance(rec.get("completion"), str):
+                raise RlexpError(f"validate.completions={path!r}: line {n} needs an id and a string completion")
+            out.append(rec)
+    if not out:
+        raise RlexpError(f"validate.completions={path!r} holds no completions")
+    return out
+
+
+def sample_completions(cfg: RlexpConfig, prompts: list[str], n: int, max_new: int) -> list[str]:
+    """n completions per prompt from the configured model on one local device (prompt-major order)."""
+    import jax
+    import numpy as np
+    from jax.sharding import AxisType, Mesh
+    from tunix.generate.sampler import CacheConfig, Sampler
+
+    from rlexp.models.loader import load_model, load_tokenizer
+
+    m, t = cfg.model, cfg.trainer
+    tokenizer = load_tokenizer(m)
+    mesh = Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("fsdp", "tp"), axis_types=(AxisType.Auto,) * 2)
+    model = load_model(m, mesh)
+    longest = max(len(tokenizer.encode(p)) for p in prompts)
+    prompt_len = 1 << max(longest, t.max_prompt_tokens, 1).bit_length()
+    cache = CacheConfig(
+        cache_size=prompt_len + max_new, num_layers=m.num_layers, num_kv_heads=m.num_kv_heads, head_dim=m.head_dim
+    )
+    sampler = Sampler(model, tokenizer, cache)
+    with mesh:
+        out = sampler(
+            [p for p in prompts for _ in range(n)],
+            max_generation_steps=max_new,
+            max_prompt_length=prompt_len,
+            temperature=t.temperature,
+            top_p=t.top_p,
+            top_k=t.top_k,
+            seed=cfg.seed,
+        )
+    return list(out.text)
+
+
+def _as_float(x: Any) -> float:
+    try:
+        return math.nan if x is None else float(x)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _finite_or_none(v: float) -> float | None:
+    return v if math.isfinite(v) else None
+
+
+def score(cfg: RlexpConfig, items: list[dict[str, Any]]) -> tuple[dict[str, Any], list[float], list[dict[str, Any]]]:
+    """Call every reward once on all items; (per-reward summary, total per item, per-item values)."""
+    from rlexp.rewards.compose import build_rewards
+
+    reward_set = build_rewards(cfg.reward)
+    n = len(items)
+    keys = dict.fromkeys(k for it in items for k in it if k not in ("prompt", "completion"))
+    fields = {k: [it.get(k) for it in items] for k in keys}
+    summary: dict[str, Any] = {}
+    columns: dict[str, list[float]] = {}
+    try:
+        for r, fcfg in zip(reward_set.rewards, cfg.reward.functions, strict=True):
+            lo, hi = fcfg.range
+            raised = None
+            try:
+                raw = r.raw([it["prompt"] for it in items], [it["completion"] for it in items], **fields)
+                values = [_as_float(x) for x in raw]
+                if len(values) != n:
+                    raise ValueError(f"returned {len(values)} values for {n} completions")
+            except Exception as err:  # noqa: BLE001 - the preflight reports any reward failure
+                raised, values = f"{type(err).__name__}: {err}"[:500], [math.nan] * n
+            error = raised or getattr(r.raw, "last_error", None)
+            finite = [x for x in values if math.isfinite(x)]
+            summary[r.name] = {
+                "mean": statistics.fmean(finite) if finite else None,
+                "min": min(finite) if finite else None,
+                "max": max(finite) if finite else None,
+                "n": n,
+                "errors": n if raised else 0,
+                "non_finite": 0 if raised else n - len(finite),
+                "out_of_range": sum(not lo <= v <= hi for v in finite),
+                "range": [lo, hi],
+                "weight": r.weight,
+            }
+            if error:
+                summary[r.name]["last_error"] = error
+            for key in ("counters",):
+                if isinstance(getattr(r.raw, key, None), dict):
+                    summary[r.name][key] = dict(getattr(r.raw, key))
+            columns[r.name] = values
+    finally:
+        reward_set.close()
+    totals = []
+    weights = {r.name: r.weight for r in reward_set.rewards}
+    for i in range(n):
+        vals = {k: (c[i] if math.isfinite(c[i]) else 0.0) for k, c in columns.items()}
+        if cfg.reward.combine == "weighted_mean_clipped":
+            s = sum(weights[k] * max(-1.0, min(1.0, v)) for k, v in vals.items()) / sum(weights.values())
+            totals.append(max(-1.0, min(1.0, s)))
+        else:
+            totals.append(sum(weights[k] * v for k, v in vals.items()))
+    rows = [
+        {"id": it["id"], "rewards": {k: _finite_or_none(c[i]) for k, c in columns.items()}, "total": totals[i]}
+        for i, it in enumerate(items)
+    ]
+    return summary, totals, rows
+
+
+def zero_variance_share(items: list[dict[str, Any]], totals: list[float]) -> float | None:
+    """Share of prompt groups (same id, >= 2 completions) whose total reward does not vary."""
+    groups: dict[str, list[float]] = defaultdict(list)
+    for it, t in zip(items, totals, strict=True):
+        groups[str(it["id"])].append(t)
+    sized = [g for g in groups.values() if len(g) >= 2]
+    return sum(max(g) - min(g) < 1e-9 for g in sized) / len(sized) if sized else None
+
+
+def _memory(cfg: RlexpConfig, rep: _Report) -> dict[str, Any] | None:
+    try:
+        from rlexp.models.memory import estimate_memory
+    except ImportError:
+        rep.add("memory", "skipped", "no memory estimate in this installation")
+        return None
+    est = rep.run("memory", lambda: estimate_memory(cfg))
+    if est and est.get("capacity") and est["total"] > est["capacity"]:
+        gib = 2**30
+        rep.add("memory_fits", "warning", f"estimate {est['total'] / gib:.1f} GiB > {est['capacity'] / gib:.1f} GiB")
+    return est
+
+
+def _needs_download(cfg: RlexpConfig) -> bool:
+    path = cfg.model.path or ""
+    return not path or "://" in path
+
+
+def preflight(cfg: RlexpConfig, out_dir: str, *, allow_downloads: bool = True) -> dict[str, Any]:
+    """Run every check, write `<out_dir>/validation.json` and return its content (`ok` says whether all passed)."""
+    from rlexp.config.validate import check_steps, validate
+    from rlexp.data.registry import load_splits
+    from rlexp.data.templates import doubled_markers, render_prompt
+
+    v, rep = cfg.validate, _Report()
+    result: dict[str, Any] = {"run_name": cfg.run_name, "mode": "completions" if v.completions else "sampled"}
+    rep.run("config", lambda: validate(cfg))
+    result["memory"] = _memory(cfg, rep)
+    given = rep.run("completions_file", lambda: read_completions(v.completions)) if v.completions else None
+    splits = None
+    if not (given and all("answer" in g and "prompt" in g for g in given)):
+        splits = rep.run("dataset", lambda: load_splits(cfg.dataset, allow_downloads=allow_downloads))
+    if splits is not None:
+        result["dataset"] = {"train_rows": len(splits.train), "eval_rows": len(splits.eval), "skipped": splits.skipped}
+        if cfg.dataset.train_size < 0 or len(splits.train) < cfg.dataset.train_size:
+            rep.run("steps_fit_data", lambda: check_steps(cfg, len(splits.train)))
+    items: list[dict[str, Any]] = []
+    if v.completions and given is not None:
+        known = {r["id"]: r for r in (splits.train + splits.eval)} if splits else {}
+        for g in given:
+            row = {**known.get(str(g["id"]), {}), **{k: val for k, val in g.items() if k != "completion"}}
+            if "answer" not in row or not ("prompt" in row or "question" in row):
+                continue
+            if "prompt" not in row:
+                row["prompt"] = render_prompt(row, cfg.chat_template)
+            items.append({**row, "id": str(g["id"]), "completion": g["completion"]})
+        unknown = sorted({str(g["id"]) for g in given} - {it["id"] for it in items})
+        if unknown:
+            rep.add("completion_ids", "failed", f"not in the dataset and without answer and prompt: {unknown[:10]}")
+    elif splits is not None:
+        rows = splits.train[: v.rows]
+        if not allow_downloads and _needs_download(cfg):
+            rep.add("completions", "skipped", f"model {cfg.model.name} is not downloaded here")
+        else:
+            items = rep.run("completions", lambda: _sampled_items(cfg, rows)) or []
+    if items:
+        problems = [p for it in items if "question" in it for p in doubled_markers(it, cfg.chat_template, it["prompt"])]
+        rep.add("turn_markers", "failed" if problems else "ok", "; ".join(dict.fromkeys(problems)))
+        result["example_prompt"] = {"id": items[0]["id"], "prompt": items[0]["prompt"]}
+        print(f"rlexp: example prompt (row {items[0]['id']}):\n{items[0]['prompt']}\n---", flush=True)
+        if cfg.model.instruction_tuned and cfg.chat_template.chat is None:
+            rep.add("chat_template", "warning", "instruction-tuned model prompted without a chat template")
+        summary, totals, rows_out = score(cfg, items)
+        for name, s in summary.items():
+            bad = s["errors"] + s["non_finite"] + s["out_of_range"]
+            detail = (
+                f"{s['errors']} errors, {s['non_finite']} non-finite, {s['out_of_range']} outside {s['range']}"
+                + (f" ({s['last_error']})" if s.get("last_error") else "")
+                if bad
+                else ""
+            )
+            rep.add(f"reward:{name}", "failed" if bad else "ok", detail)
+        result["rewards"] = summary
+        result["zero_variance_share"] = zero_variance_share(items, totals)
+        result["rows"] = rows_out
+    elif not rep.skipped:
+        rep.add("rows", "failed", "no rows to score")
+    result.update(ok=rep.ok, checks=rep.checks, skipped=rep.skipped)
+    _write(out_dir, result)
+    return result
+
+
+def _sampled_items(cfg: RlexpConfig, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    from rlexp.data.templates import render_rows
+    from rlexp.models.loader import load_tokenizer
+
+    tokenizer = load_tokenizer(cfg.model)
+    skipped: dict[str, int] = {}
+    budget = cfg.trainer.max_prompt_tokens
+    rendered = render_rows(rows, cfg.chat_template, tokenizer, max_prompt_tokens=budget, skipped=skipped)
+    if not rendered:
+        raise RlexpError(
+            f"none of {len(rows)} prompts fits trainer.max_prompt_tokens={cfg.trainer.max_prompt_tokens} "
+            f"with model {cfg.model.name}'s tokenizer"
+        )
+    n, max_new = cfg.validate.generations, cfg.validate.max_new_tokens or cfg.trainer.max_completion_tokens
+    texts = sample_completions(cfg, [r["prompt"] for r in rendered], n, max_new)
+    return [{**r, "completion": texts[i * n + j]} for i, r in enumerate(rendered) for j in range(n)]
+
+
+def _write(out_dir: str, result: dict[str, Any]) -> None:
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(out_dir)
+    fs.makedirs(root, exist_ok=True)
+    with fsspec.open(f"{out_dir.rstrip('/')}/validation.json", "wt") as f:
+        json.dump(result, f, indent=2, allow_nan=False, default=str)
+
+
+def print_summary(result: dict[str, Any]) -> None:
+    for c in result["checks"]:
+        if c["status"] != "ok":
+            print(f"rlexp: preflight {c['status']}: {c['name']}: {c['detail']}")
+    for name, s in result.get("rewards", {}).items():
+        mean = "n/a" if s["mean"] is None else f"{s['mean']:.3f}"
+        print(
+            f"rlexp: reward {name}: mean {mean} over {s['n']}, errors {s['errors']}, "
+            f"non-finite {s['non_finite']}, out of range {s['out_of_range']}"
+        )
+    zv = result.get("zero_variance_share")
+    if zv is not None:
+        print(f"rlexp: prompt groups with zero reward variance: {zv:.0%}")
+    print(f"rlexp: preflight {'passed' if result['ok'] else 'FAILED'}")
+
+
+@hydra.main(version_base=None, config_path=CONF_DIR, config_name="config")
+def main(cfg: DictConfig) -> None:
+    from hydra.core.hydra_config import HydraConfig
+
+    from rlexp.main import fail, to_config
+
+    try:
+        conf = to_config(cfg)
+        out_dir = conf.output_dir or HydraConfig.get().runtime.output_dir
+        result = preflight(conf, out_dir)
+    except RlexpError as err:
+        fail(err)
+        return
+    print_summary(result)
+    print(f"rlexp: wrote {out_dir.rstrip('/')}/validation.json")
+    if not result["ok"]:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+"""File and hub datasets: the real GSM8K / OpenMathInstruct-2 layouts, field mapping, skips, sources."""
+
+from __future__ import annotations
+
+import json
+
+import fsspec
+import pytest
+
+from rlexp.config.schema import DatasetConfig
+from rlexp.data.files import gsm8k_answer
+from rlexp.data.registry import load_splits
+from rlexp.errors import ConfigError, RlexpError
+from tests.helpers import REPO, compose_conf
+
+FIX = REPO / "tests" / "fixtures" / "recipes"
+
+
+def _dataset(option: str, **over: object) -> DatasetConfig:
+    d = compose_conf([f"dataset={option}"]).dataset
+    for k, v in over.items():
+        setattr(d, k, v)
+    return d
+
+
+def test_gsm8k_folder_answers_after_hashes_and_skips_are_counted() -> None:
+    s = load_splits(_dataset("gsm8k", source=str(FIX / "gsm8k")))
+    answers = {r["id"]: r["answer"] for r in s.train}
+    assert answers == {
+        "gsm8k-train-0": "72",
+        "gsm8k-train-1": "10",
+        "gsm8k-train-2": "5",
+        "gsm8k-train-3": "1000",  # "#### 1,000"
+        "gsm8k-train-4": "-5",
+    }
+    assert [r["id"] for r in s.eval] == ["gsm8k-test-0", "gsm8k-test-1"]  # eval keeps file order
+    assert s.skipped == {"missing_answer": 1, "unparseable_record": 1}  # no "####"; a broken JSON line
+    assert all(r["data_source"] == "gsm8k" and r["question"] for r in s.train)
+
+
+def test_gsm8k_answer_parser() -> None:
+    assert gsm8k_answer("a\n#### 1,234.") == "1234"
+    assert gsm8k_answer("no marker") is None
+    assert gsm8k_answer("####  ") is None
+
+
+def test_openmathinstruct2_holdout_is_seeded_and_disjoint(tmp_path) -> None:  # noqa: ANN001
+    folder = tmp_path / "omi2" / "data"
+    folder.mkdir(parents=True)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    records = [json.loads(line) for line in (FIX / "omi2_train_1M.jsonl").read_text().splitlines()]
+    # The hub layout: data/train_1M-0000i-of-00002.parquet; a train_2M shard must not be read.
+    pq.write_table(pa.Table.from_pylist(records[:6]), folder / "train_1M-00000-of-00002.parquet")
+    pq.write_table(pa.Table.from_pylist(records[6:]), folder / "train_1M-00001-of-00002.parquet")
+    pq.write_table(pa.Table.from_pylist(records[:2]), folder / "train_2M-00000-of-00001.parquet")
+    d = _dataset("openmathinstruct2", source=str(tmp_path / "omi2"), eval_fraction=0.2)
+    s = load_splits(d)
+    assert s.skipped == {"missing_answer": 1}  # the row with an empty expected_answer
+    assert (len(s.train), len(s.eval)) == (8, 2)
+    assert not {r["id"] for r in s.train} & {r["id"] for r in s.eval}
+    by_id = {r["id"]: r for r in s.train + s.eval}
+    assert by_id["openmathinstruct2-train_1M-0"]["answer"] == "\\frac{5}{6}"
+    assert load_splits(d).eval == s.eval  # same seed, same hold-out
+    d.seed = 7
+    assert [r["id"] for r in load_splits(d).eval] != [r["id"] for r in s.eval] or len(s.eval) < 2
+
+
+def test_jsonl_field_mapping_ids_nested_fields_and_chat_prompts(tmp_path) -> None:  # noqa: ANN001
+    path = tmp_path / "mine.jsonl"
+    lines = [
+        {"uid": "a", "prompt": [{"role": "system", "content": "s"}, {"role": "user", "content": "1+1?"}],
+         "reward_model": {"ground_truth": 2}},
+        {"uid": "b", "prompt": "2+2?", "reward_model": {"ground_truth": "4"}},
+        {"uid": "a", "prompt": "dup?", "reward_model": {"ground_truth": "1"}},
+        {"uid": "c", "prompt": "", "reward_model": {"ground_truth": "1"}},
+        {"uid": "d", "prompt": "no answer", "reward_model": {}},
+    ]  # fmt: skip
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    d = _dataset(
+        "jsonl",
+        source=str(path),
+        prompt_field="prompt",
+        answer_field="reward_model.ground_truth",
+        id_field="uid",
+        data_source="mine",
+        eval_fraction=0.0,
+    )
+    s = load_splits(d)
+    assert sorted((r["id"], r["question"], r["answer"], r["data_source"]) for r in s.train) == [
+        ("a", "1+1?", "2", "mine"),
+        ("b", "2+2?", "4", "mine"),
+    ]
+    assert s.skipped == {"duplicate_id": 1, "missing_question": 1, "missing_answer": 1}
+
+
+def test_remote_paths_go_through_fsspec() -> None:
+    fs = fsspec.filesystem("memory")
+    with fs.open("/bucket/data/train.jsonl", "w") as f:
+        f.write(json.dumps({"question": "q1", "answer": "1"}) + "\n" + json.dumps({"question": "q2", "answer": "2"}))
+    s = load_splits(_dataset("jsonl", source="memory://bucket/data", split="train", eval_fraction=0.0))
+    assert sorted(r["answer"] for r in s.train) == ["1", "2"]
+
+
+def test_missing_files_and_gcs_without_backend_are_one_line_errors(tmp_path) -> None:  # noqa: ANN001
+    with pytest.raises(ConfigError, match="no such file"):
+        load_splits(_dataset("jsonl", source=str(tmp_path / "absent.jsonl")))
+    (tmp_path / "dir").mkdir()
+    with pytest.raises(ConfigError, match="holds no train"):
+        load_splits(_dataset("jsonl", source=str(tmp_path / "dir")))
+
+
+def test_hub_dataset_offline_is_a_clear_error(monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    with pytest.raises(RlexpError, match="could not be loaded from the hub or its cache.*local or gs://"):
+        load_splits(_dataset("gsm8k", source="rlexp-tests/no-such-dataset"), allow_downloads=False)
+
+
+def test_arith_still_loads() -> None:
+    s = load_splits(compose_conf([]).dataset)
+    assert s.train and s.eval and s.train[0]["id"].startswith("arith-train-")

@@ -1,0 +1,97 @@
+"""Reward composition: sum vs weighted_mean_clipped, per-reward metrics, error budget, python rewards."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlexp.config.schema import RewardConfig, RewardFnConfig
+from rlexp.errors import ConfigError
+from rlexp.rewards.compose import RewardErrorBudgetExceeded, build_rewards
+from tests.helpers import REPO, compose_conf
+
+G = "tests.fixtures.recipes.graders"
+
+
+def _cfg(*fns: RewardFnConfig, combine: str = "sum", max_error_ratio: float = 0.8) -> RewardConfig:
+    return RewardConfig(name="t", functions=list(fns), combine=combine, max_error_ratio=max_error_ratio)
+
+
+def _py(function: str, name: str, weight: float = 1.0, **kw: object) -> RewardFnConfig:
+    return RewardFnConfig(fn="python", name=name, weight=weight, kwargs={"function": function, **kw})
+
+
+def test_sum_keeps_one_weighted_callable_per_reward() -> None:
+    rs = build_rewards(_cfg(_py(f"{G}:length_penalty", "len", 0.5), RewardFnConfig(fn="format", weight=2.0)))
+    assert [f.__name__ for f in rs.fns] == ["len", "format"]
+    c = ["<reasoning>a</reasoning><answer>1</answer>", "x" * 50]
+    assert [f(["p", "p"], c) for f in rs.fns] == [[-0.5 * len(c[0]) / 100, -0.25], [2.0, 0.0]]
+    m = rs.step_metrics()
+    assert m["rewards/format/mean"] == 0.5 and m["rewards/len/clip_ratio"] == 0.0 and m["rewards/error_ratio"] == 0.0
+
+
+def test_weighted_mean_clipped_clips_each_reward_and_reports_the_ratio() -> None:
+    rs = build_rewards(
+        _cfg(_py(f"{G}:too_big", "big", 1.0), RewardFnConfig(fn="format", weight=3.0), combine="weighted_mean_clipped")
+    )
+    (fn,) = rs.fns
+    out = fn(["p", "p"], ["<reasoning>a</reasoning><answer>1</answer>", "none"])
+    assert out == [(1.0 + 3.0) / 4, 1.0 / 4]  # 5.0 clipped to 1.0 before weighting
+    m = rs.step_metrics()
+    assert m["rewards/big/clip_ratio"] == 1.0 and m["rewards/format/clip_ratio"] == 0.0
+    assert m["rewards/big/mean"] == 1.0
+
+
+def test_errors_and_nan_count_and_the_budget_aborts_with_the_cause() -> None:
+    rs = build_rewards(_cfg(_py(f"{G}:nan_reward", "nan"), RewardFnConfig(fn="format"), max_error_ratio=0.4))
+    for f in rs.fns:
+        assert f(["p"] * 4, ["a"] * 4) == [0.0] * 4  # NaN scores 0
+    assert rs.stats.error_ratio() == 0.5
+    with pytest.raises(RewardErrorBudgetExceeded, match="50% of the step's reward calls"):
+        rs.step_metrics()
+    ok = build_rewards(_cfg(_py(f"{G}:nan_reward", "nan"), RewardFnConfig(fn="format"), max_error_ratio=0.8))
+    for f in ok.fns:
+        f(["p"] * 4, ["a"] * 4)
+    m = ok.step_metrics()
+    assert m["rewards/nan/non_finite"] == 4.0 and m["rewards/error_ratio"] == 0.5
+    assert ok.step_metrics() == {"rewards/error_ratio": 0.0}  # drained
+
+
+def test_item_mode_isolates_a_failing_item(tmp_path) -> None:  # noqa: ANN001
+    rs = build_rewards(_cfg(_py(f"{G}:per_item", "item", call="item")))
+    (fn,) = rs.fns
+    assert fn(["p"] * 3, ["answer 5", "boom", "4"], answer=["5", "5", "5"]) == [1.0, 0.0, 0.0]
+    m = rs.step_metrics()
+    assert m["rewards/item/non_finite"] == 1.0 and rs.stats.last_error["item"] == "RuntimeError: item failed"
+
+
+def test_python_reward_from_a_file_with_kwargs(tmp_path) -> None:  # noqa: ANN001
+    path = tmp_path / "my_reward.py"
+    path.write_text("def score(prompts, completions, bonus=0.0, **_):\n    return [bonus for _ in completions]\n")
+    rs = build_rewards(_cfg(_py(f"{path}:score", "file", kwargs={"bonus": 0.25})))
+    assert rs.fns[0](["p"], ["c"]) == [0.25]
+
+
+def test_bad_reward_specs_are_config_errors() -> None:
+    with pytest.raises(ConfigError, match="defines no function"):
+        build_rewards(_cfg(_py(f"{G}:absent", "x")))
+    with pytest.raises(ConfigError, match="cannot import"):
+        build_rewards(_cfg(_py("no_such_module_rlexp:f", "x")))
+    with pytest.raises(ConfigError, match="takes"):
+        build_rewards(_cfg(RewardFnConfig(fn="format", kwargs={"nope": 1})))
+    with pytest.raises(ConfigError, match="weights must sum"):
+        build_rewards(_cfg(RewardFnConfig(fn="format", weight=0.0), combine="weighted_mean_clipped"))
+
+
+@pytest.mark.parametrize("option", ["arith", "math", "format", "math_format", "composite", "http"])
+def test_reward_options_compose_and_build(option: str) -> None:
+    rs = build_rewards(compose_conf([f"reward={option}"]).reward)
+    try:
+        assert rs.fns and rs.rewards
+    finally:
+        rs.close()
+
+
+def test_python_option_needs_a_function() -> None:
+    conf = compose_conf(["reward=python", f"reward.functions.0.kwargs.function={G}:length_penalty"])
+    assert build_rewards(conf.reward).fns[0](["p"], ["x" * 10]) == [-0.1]
+    assert (REPO / "conf" / "reward" / "python.yaml").read_text().count("???") == 1
