@@ -34,7 +34,10 @@ def rlexp_logits(model: Any, tokens: np.ndarray) -> np.ndarray:
     b, n = tokens.shape
     positions = jnp.tile(jnp.arange(n)[None], (b, 1))
     mask = jnp.tile(jnp.tril(jnp.ones((n, n), dtype=bool))[None], (b, 1, 1))
-    logits, _ = model(jnp.asarray(tokens), positions, None, mask)
+    from flax import nnx
+
+    # one compiled call: op-by-op dispatch of a 6-layer model costs seconds on a shared CPU
+    logits, _ = nnx.jit(lambda mdl, t, p, a: mdl(t, p, None, a))(model, jnp.asarray(tokens), positions, mask)
     return np.asarray(logits, dtype=np.float32)
 
 
