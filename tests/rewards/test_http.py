@@ -1,0 +1,116 @@
+"""The http reward against the reference server on loopback: retries, faults, auth, and the error budget."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import urllib.request
+
+import pytest
+
+from rlexp.config.schema import RewardConfig, RewardFnConfig
+from rlexp.errors import ConfigError
+from rlexp.rewards.compose import RewardErrorBudgetExceeded, build_rewards
+from rlexp.serve_reward import start_server
+
+N = 1000
+
+
+def _http_set(url: str, max_error_ratio: float = 0.8, **kw: object) -> object:
+    kwargs = {"url": url, "timeout_s": 0.25, "retries": 3, "backoff_s": 0.02, "max_concurrency": 16, "batch_size": 1}
+    fn = RewardFnConfig(fn="http", name="remote", kwargs={**kwargs, **kw})
+    return build_rewards(RewardConfig(name="h", functions=[fn], max_error_ratio=max_error_ratio))
+
+
+def _batch(n: int) -> tuple[list[str], list[str], dict[str, list]]:
+    completions = [str(i % 7) for i in range(n)]
+    return ["p"] * n, completions, {"answer": [str(i % 5) for i in range(n)], "id": [f"r{i}" for i in range(n)]}
+
+
+@pytest.mark.slow
+def test_thousand_calls_with_thirty_percent_faults() -> None:
+    server = start_server("arith_correct", fault_rate=0.3, fault_delay_s=1.0, seed=1)
+    rs = _http_set(server.url)
+    try:
+        prompts, completions, fields = _batch(N)
+        t0 = time.monotonic()
+        out = rs.fns[0](prompts, completions, **fields)
+        wall = time.monotonic() - t0
+        counters = rs.rewards[0].raw.counters
+        m = rs.step_metrics()
+    finally:
+        rs.close()
+        server.shutdown()
+    injected = {k: server.stats[k] for k in ("timeout", "5xx", "nan")}
+    expected = [1.0 if int(c) == int(a) else 0.0 for c, a in zip(completions, fields["answer"], strict=True)]
+    right = sum(o == e for o, e in zip(out, expected, strict=True))
+    print(f"\nhttp fault test: {N} calls, {server.stats['requests']} requests, injected {injected}, "
+          f"client retries {counters['retries']}, failed batches {counters['failed_batches']}, "
+          f"error ratio {m['rewards/error_ratio']:.3f}, correct scores {right}/{N}, wall {wall:.1f}s")  # fmt: skip
+    assert wall < 60  # nothing hangs: timeouts are bounded by timeout_s x attempts
+    assert all(math.isfinite(v) for v in out)  # errored calls score 0, never NaN
+    assert 0.2 < sum(injected.values()) / server.stats["requests"] < 0.4
+    assert counters["retries"] >= injected["timeout"] + injected["5xx"] - 10  # every retryable fault retried
+    # NaN answers are not retried (the service answered); they, and the rare batch that failed 4 times, are errors.
+    errors = m["rewards/remote/non_finite"]
+    assert errors == pytest.approx(injected["nan"] + counters["failed_batches"], abs=2)
+    assert m["rewards/error_ratio"] == errors / N and 0.05 < m["rewards/error_ratio"] < 0.2
+    assert right >= N - errors  # every call that did not error scored exactly what the server computed
+
+
+def test_error_budget_aborts_when_most_calls_fail() -> None:
+    server = start_server("arith_correct", fault_rate=0.9, faults=("nan",), seed=2)
+    rs = _http_set(server.url)
+    try:
+        rs.fns[0](*_batch(200)[:2], **_batch(200)[2])
+        with pytest.raises(RewardErrorBudgetExceeded, match=r"reward.max_error_ratio=0.8: 9\d% of the step"):
+            rs.step_metrics()
+    finally:
+        rs.close()
+        server.shutdown()
+
+
+def test_auth_header_from_env_and_4xx_is_not_retried(monkeypatch) -> None:  # noqa: ANN001
+    server = start_server("arith_correct", token="s3cret")
+    try:
+        monkeypatch.setenv("RLEXP_TEST_REWARD_TOKEN", "s3cret")
+        good = _http_set(server.url, auth_env="RLEXP_TEST_REWARD_TOKEN", batch_size=4)
+        assert good.fns[0](["p"] * 3, ["1", "2", "3"], answer=["1", "0", "3"]) == [1.0, 0.0, 1.0]
+        good.close()
+        monkeypatch.setenv("RLEXP_TEST_REWARD_TOKEN", "wrong")
+        bad = _http_set(server.url, auth_env="RLEXP_TEST_REWARD_TOKEN")
+        before = server.stats["requests"]
+        assert bad.fns[0](["p"], ["1"], answer=["1"]) == [0.0]
+        assert bad.rewards[0].raw.counters == {"requests": 1, "retries": 0, "failed_batches": 1, "invalid_responses": 0}
+        assert server.stats["requests"] == before  # rejected before scoring
+        bad.close()
+        monkeypatch.delenv("RLEXP_TEST_REWARD_TOKEN")
+        with pytest.raises(ConfigError, match="set this environment variable"):
+            _http_set(server.url, auth_env="RLEXP_TEST_REWARD_TOKEN")
+    finally:
+        server.shutdown()
+
+
+def test_unreachable_service_fails_fast_and_scores_errors() -> None:
+    rs = _http_set("http://127.0.0.1:9/", max_error_ratio=1.0, retries=1)  # port 9 (discard): refused
+    t0 = time.monotonic()
+    assert rs.fns[0](["p"] * 4, ["1"] * 4, answer=["1"] * 4) == [0.0] * 4
+    assert time.monotonic() - t0 < 5
+    assert rs.step_metrics()["rewards/error_ratio"] == 1.0
+    assert rs.rewards[0].raw.counters["failed_batches"] == 4
+    rs.close()
+
+
+def test_reference_server_protocol_and_health() -> None:
+    server = start_server("math")
+    try:
+        body = json.dumps({"items": [{"prompt": "p", "completion": "\\boxed{1/2}", "answer": "0.5", "id": "a"}]})
+        req = urllib.request.Request(server.url, body.encode(), {"Content-Type": "application/json"})
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(req, timeout=10) as resp:
+            assert json.loads(resp.read()) == {"rewards": [1.0]}
+        with opener.open(server.url + "healthz", timeout=10) as resp:
+            assert json.loads(resp.read()) == {"ok": True}
+    finally:
+        server.shutdown()
