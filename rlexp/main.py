@@ -12,10 +12,11 @@ from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import MissingMandatoryValue
 
 from rlexp.config.schema import RlexpConfig, register_configs
 from rlexp.config.validate import validate
-from rlexp.errors import RlexpError
+from rlexp.errors import ConfigError, RlexpError
 
 CONF_DIR = os.environ.get("RLEXP_CONF_DIR", str(Path(__file__).resolve().parent.parent / "conf"))
 register_configs()
@@ -43,8 +44,17 @@ def run(cfg: DictConfig) -> float:
         return done
     from hydra.core.hydra_config import HydraConfig
 
-    conf = to_config(cfg)
+    from rlexp.launch.hooks import launch_remotely, prepare_in_job
+
+    handed_off, result = launch_remotely(cfg)  # TPU slice / remote launcher: submit, never train here
+    if handed_off:
+        return result
+    try:
+        conf = to_config(cfg)
+    except MissingMandatoryValue as err:
+        raise ConfigError(err.full_key, "???", "this option needs a value; set it on the command line") from None
     validate(conf)
+    prepare_in_job(cfg)  # in a pod or Slurm job: Pathways / jax.distributed, SIGTERM -> checkpoint
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     from rlexp.train.run import train  # heavy: JAX, Tunix
 

@@ -20,13 +20,13 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 
 
-def compose_default():
+def compose_default(overrides: list[str]):
     from hydra import compose, initialize_config_dir
 
     from rlexp.main import CONF_DIR, to_config
 
     with initialize_config_dir(config_dir=CONF_DIR, version_base=None):
-        return to_config(compose("config"))
+        return to_config(compose("config", overrides=overrides))
 
 
 def sft_batches(rows, tokenizer, seq_len: int, batch: int, steps: int, seed: int):
@@ -131,6 +131,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("overrides", nargs="*", help="config overrides, e.g. dataset.params.max_operand=29")
     args = ap.parse_args()
 
     import jax
@@ -144,7 +145,7 @@ def main() -> None:
     from rlexp.models.loader import tunix_config
     from rlexp.models.tokenizer import build_char_tokenizer, load_tokenizer_dir
 
-    cfg = compose_default()
+    cfg = compose_default(args.overrides)
     args.out.mkdir(parents=True, exist_ok=True)
     build_char_tokenizer(args.out)
     tokenizer = load_tokenizer_dir(args.out)

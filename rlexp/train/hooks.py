@@ -92,15 +92,17 @@ class StepHooks(TrainingHooks):
             s.progress(done)
         s.flush_metrics(done - 1)  # actor metrics of step `done` are published during the next update
         s.set_rollout_seed(done + 2)  # the rollout of step done+1 has already run
-        if done and done % s.conf.trainer.eval_every == 0 and done < s.conf.trainer.max_steps:
+        if done > s.start_step and done % s.conf.trainer.eval_every == 0 and done < s.conf.trainer.max_steps:
             s.run_eval(done)
         if s.reward_error is not None:
             self._stop(train_ctx, done, "reward error budget exceeded", s.reward_error)
         if s.stop.requested:
             self._stop(train_ctx, done, s.stop.requested)
 
-    @staticmethod
-    def _stop(train_ctx: Any, step: int, reason: str, cause: RlexpError | None = None) -> None:
+    def _stop(self, train_ctx: Any, step: int, reason: str, cause: RlexpError | None = None) -> None:
+        # Tunix publishes a step's actor metrics (loss, kl, grad_norm) one update late; publish
+        # them now so the last completed step is whole in metrics.jsonl before training stops.
+        train_ctx._write_train_metrics()
         if step:
             train_ctx.checkpoint_manager.save(
                 step,
@@ -108,7 +110,12 @@ class StepHooks(TrainingHooks):
                 train_ctx.optimizer,
                 save_only_lora_params=getattr(train_ctx, "_lora_enabled", False),
                 force=True,
-                custom_metadata=train_ctx.custom_checkpoint_metadata(),
+                # Tunix records global_steps + 1 because its own saves run before the increment;
+                # here, between steps, the count of finished global steps is already current.
+                custom_metadata={
+                    **train_ctx.custom_checkpoint_metadata(),
+                    "global_step": self.session.cluster.global_steps,
+                },
             )
         train_ctx.checkpoint_manager.close()
         raise StopTraining(reason, cause)

@@ -1,0 +1,90 @@
+"""Each validation rule: a config that breaks it (one-line error naming key and fix) and one that passes."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlexp.config.validate import resolve_mesh, steps_available, validate
+from rlexp.errors import ConfigError
+from tests.helpers import compose_conf
+
+# (overrides that break a rule, key the error must name, words of the fix, overrides that pass)
+CASES = [
+    (
+        ["slice=cpu-4", "trainer.batch_size=3", "trainer.num_generations=2"],
+        "trainer.batch_size",
+        "divisible by the data-parallel size 4",
+        ["slice=cpu-4", "trainer.batch_size=2", "trainer.num_generations=2"],
+    ),
+    (
+        ["trainer.eval_every=10", "trainer.checkpoint_every=15"],
+        "trainer.checkpoint_every",
+        "multiple of trainer.eval_every",
+        ["trainer.eval_every=10", "trainer.checkpoint_every=30"],
+    ),
+    (
+        ["trainer.max_prompt_tokens=40", "trainer.max_completion_tokens=30"],
+        "trainer.max_completion_tokens",
+        "exceeds model tiny's context of 64",
+        ["trainer.max_prompt_tokens=40", "trainer.max_completion_tokens=24"],
+    ),
+    (
+        ["trainer.max_steps=600"],
+        "trainer.max_steps",
+        "gives only 512 steps",
+        ["trainer.max_steps=600", "trainer.epochs=2"],
+    ),
+    (["trainer.num_generations=1"], "trainer.num_generations", ">= 2", ["trainer.num_generations=2"]),
+    (["trainer.learning_rate=0"], "trainer.learning_rate", "> 0", ["trainer.learning_rate=1e-6"]),
+    (["trainer.warmup_ratio=1.0"], "trainer.warmup_ratio", "[0, 1)", ["trainer.warmup_ratio=0.0"]),
+    (["trainer.top_p=0"], "trainer.top_p", "(0, 1]", ["trainer.top_p=0.95"]),
+    (["trainer.top_k=0"], "trainer.top_k", "null", ["trainer.top_k=50"]),
+    (["trainer.epsilon=1.5"], "trainer.epsilon", "(0, 1)", ["trainer.epsilon=0.3"]),
+    (["trainer.beta=-0.1"], "trainer.beta", ">= 0", ["trainer.beta=0"]),
+    (
+        ["trainer.epsilon_high=0.28"],
+        "trainer.epsilon_high",
+        "trainer=dapo",
+        ["trainer=dapo", "trainer.epsilon_high=0.28"],
+    ),
+    (["trainer=dapo", "trainer.epsilon_high=0.1"], "trainer.epsilon_high", ">= trainer.epsilon", ["trainer=dapo"]),
+    (["trainer.resume=sometimes"], "trainer.resume", "auto, never", ["trainer.resume=never"]),
+    (["trainer.algorithm=ppo"], "trainer.algorithm", "grpo, dapo, drgrpo, gspo", ["trainer.algorithm=gspo"]),
+    (["trainer.eval_prompts=500"], "trainer.eval_prompts", "eval split has 128 rows", ["trainer.eval_prompts=128"]),
+    (["slice.mesh.fsdp=2"], "slice.mesh.fsdp", "fsdp x tp must equal the 1 trainer devices", ["slice.mesh.fsdp=-1"]),
+    (
+        ["slice=cpu-4", "slice.mesh.tp=3"],
+        "slice.mesh.tp",
+        "must divide the 4 trainer devices",
+        ["slice=cpu-4", "slice.mesh.tp=2", "slice.mesh.fsdp=-1"],
+    ),
+    (["model.dtype=float8"], "model.dtype", "float32, bfloat16", ["model.dtype=bfloat16"]),
+    (["reward.max_error_ratio=1.5"], "reward.max_error_ratio", "[0, 1]", ["reward.max_error_ratio=0.5"]),
+    (["reward.combine=product"], "reward.combine", "weighted_mean_clipped", ["reward.combine=weighted_mean_clipped"]),
+    (
+        ["reward.functions.0.fn=nope"],
+        "reward.functions[0].fn",
+        "arith_correct",
+        ["reward.functions.0.fn=arith_correct"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("bad", "key", "fix", "good"), CASES, ids=[c[1] + ":" + c[0][-1] for c in CASES])
+def test_rule_fails_then_passes(bad: list[str], key: str, fix: str, good: list[str]) -> None:
+    with pytest.raises(ConfigError) as err:
+        validate(compose_conf(bad))
+    message = str(err.value)
+    assert err.value.key == key
+    assert message.startswith(f"{key}=") and fix in message and "\n" not in message
+    validate(compose_conf(good))
+
+
+def test_steps_available_counts_epochs() -> None:
+    conf = compose_conf(["trainer.batch_size=8", "trainer.epochs=3"])
+    assert steps_available(conf, 100) == 37
+
+
+def test_mesh_derives_fsdp_from_devices() -> None:
+    assert resolve_mesh(compose_conf(["slice=cpu-4", "slice.mesh.fsdp=-1", "slice.mesh.tp=2"]).slice) == (2, 2)
+    assert resolve_mesh(compose_conf(["slice=cpu-4"]).slice) == (4, 1)

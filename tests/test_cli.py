@@ -1,0 +1,74 @@
+"""`python -m rlexp` as a user runs it: --cfg job without JAX, --help, one-line errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.helpers import REPO
+
+PROBE = """
+import runpy, sys
+sys.argv = ["rlexp", *sys.argv[1:]]
+try:
+    runpy.run_module("rlexp", run_name="__main__", alter_sys=True)
+finally:
+    heavy = sorted(m for m in ("jax", "jaxlib", "tunix", "flax", "orbax") if m in sys.modules)
+    print("HEAVY_MODULES=" + ",".join(heavy))
+"""
+
+
+def rlexp(*args: str, cwd=REPO) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rlexp", *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+def test_cfg_job_prints_config_without_importing_jax(tmp_path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, "--cfg", "job", "trainer=dapo", "trainer.learning_rate=3e-6"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "algorithm: dapo" in out.stdout and "learning_rate: 3.0e-06" in out.stdout
+    assert "HEAVY_MODULES=\n" in out.stdout, out.stdout.splitlines()[-1]
+    assert not list(tmp_path.iterdir()), "--cfg job must not create a run dir"
+
+
+def test_help_lists_every_group_and_option() -> None:
+    out = rlexp("--help")
+    assert out.returncode == 0
+    for group in ("model", "dataset", "slice", "reward", "chat_template", "trainer", "logger", "experiment"):
+        assert f"\n{group} (default:" in out.stdout, group
+    for option, words in (("grpo", "GRPO"), ("dapo", "DAPO"), ("tiny", "Tiny Qwen3"), ("arith", "arithmetic")):
+        line = next(ln for ln in out.stdout.splitlines() if ln.strip().startswith(option + " "))
+        assert words.lower() in line.lower(), line
+
+
+def test_invalid_config_is_one_line_and_exit_2(tmp_path) -> None:
+    out = rlexp("trainer.eval_every=10", "trainer.checkpoint_every=15", f"hydra.run.dir={tmp_path}/run", cwd=tmp_path)
+    assert out.returncode == 2
+    errors = [ln for ln in out.stderr.splitlines() if ln.strip()]
+    assert errors == [
+        "rlexp: error: trainer.checkpoint_every=15: must be a multiple of trainer.eval_every=10 so every checkpoint has an eval"
+    ], out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_unset_required_value_is_one_line(tmp_path) -> None:
+    out = rlexp("model.num_layers=???", f"hydra.run.dir={tmp_path}/run", cwd=tmp_path)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "model.num_layers='???': this option needs a value" in out.stderr
+
+
+def test_full_error_env_keeps_traceback(tmp_path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "rlexp", "trainer.num_generations=1", f"hydra.run.dir={tmp_path}/run"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        env={**__import__("os").environ, "HYDRA_FULL_ERROR": "1"},
+    )
+    assert out.returncode != 0 and "Traceback" in out.stderr and "ConfigError" in out.stderr

@@ -1,0 +1,155 @@
+"""Real Tunix GRPO runs of the tiny default, in-process (JAX compilations are shared between tests).
+
+Covers: run-dir files and names, a run whose reward rises, SIGTERM -> checkpoint -> resume with
+metrics identical to an uninterrupted run, resume=never refusing a used run dir.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rlexp.errors import ConfigError, RlexpError
+from rlexp.rewards.registry import register
+from rlexp.train.run import train
+from tests.helpers import SHORT, compose_cfg
+
+pytestmark = pytest.mark.slow
+
+# A zero-weight reward that sends SIGTERM to this process on its N-th call (one call per step),
+# so an interruption lands at a known step, exactly as a pod eviction would deliver it.
+SIGTERM_AT_CALL = {"n": None, "calls": 0}
+
+
+@register("test_sigterm_at_call")
+def _sigterm_reward():
+    def test_sigterm_at_call(prompts, completions, **_):
+        SIGTERM_AT_CALL["calls"] += 1
+        if SIGTERM_AT_CALL["n"] is not None and SIGTERM_AT_CALL["calls"] == SIGTERM_AT_CALL["n"]:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return [0.0] * len(completions)
+
+    return test_sigterm_at_call
+
+
+def run(run_dir: Path, overrides: list[str]) -> float:
+    cfg = compose_cfg(overrides)
+    from rlexp.main import to_config
+
+    return train(to_config(cfg), cfg, run_dir)
+
+
+def records(run_dir: Path, name: str = "metrics.jsonl") -> list[dict]:
+    return [json.loads(line) for line in (run_dir / name).read_text().splitlines()]
+
+
+def train_steps(run_dir: Path) -> dict[int, dict]:
+    return {r["step"]: r for r in records(run_dir) if "loss" in r or "rewards/sum" in r}
+
+
+def test_short_run_writes_run_dir_contract(tmp_path: Path) -> None:
+    objective = run(tmp_path, SHORT)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["train"]["steps"] == 8
+    for key in ("pass_at_1", "greedy_accuracy"):
+        assert 0.0 <= summary["eval"]["before"][key] <= 1.0 and 0.0 <= summary["eval"]["after"][key] <= 1.0
+    assert objective == summary["eval"]["after"]["pass_at_1"] == summary["objective"]["value"]
+    assert summary["train"]["wall_seconds"] > 0 and summary["versions"]["google-tunix"] == "0.1.7"
+    assert "git_commit" in summary["versions"]
+
+    steps = train_steps(tmp_path)
+    assert sorted(steps) == list(range(1, 9))
+    for step in range(1, 9):
+        r = steps[step]
+        for name in (
+            "rewards/sum",
+            "rewards/mean",
+            "rewards/std",
+            "frac_reward_zero_std",
+            "completions/mean_length",
+            "rewards/arith_correct/mean",
+            "rewards/arith_format/mean",
+            "perf/step_time_sec",
+        ):
+            assert name in r, f"step {step} lacks {name}"
+        # sum of weighted per-function means = total reward (Tunix sums the weighted functions)
+        assert r["rewards/sum"] == pytest.approx(r["rewards/arith_correct/mean"] + 0.1 * r["rewards/arith_format/mean"])
+    for step in range(2, 9):  # actor metrics of every optimizer update
+        assert {"loss", "kl", "grad_norm"} <= set(steps[step]), step
+    evals = [r for r in records(tmp_path) if "eval/pass_at_1" in r]
+    assert [r["step"] for r in evals] == [0, 4, 8]
+    samples = records(tmp_path, "samples.jsonl")
+    assert samples and {"step", "id", "prompt", "completion", "answer", "rewards"} <= set(samples[0])
+    assert set(samples[0]["rewards"]) == {"arith_correct", "arith_format"}
+    assert sorted(p.name for p in (tmp_path / "checkpoints" / "actor").iterdir()) == ["4", "8"]
+
+
+def test_reward_rises(tmp_path: Path) -> None:
+    run(
+        tmp_path,
+        [
+            "trainer.max_steps=80",
+            "trainer.eval_every=80",
+            "trainer.checkpoint_every=80",
+            "trainer.eval_prompts=16",
+            "trainer.eval_samples=1",
+            "logger=none",
+        ],
+    )
+    rewards = [train_steps(tmp_path)[s]["rewards/sum"] for s in range(1, 81)]
+    first, last = np.mean(rewards[:25]), np.mean(rewards[-25:])
+    assert last > first + 0.05, (first, last)
+
+
+def test_sigterm_checkpoints_and_resume_equals_uninterrupted(tmp_path: Path) -> None:
+    overrides = [
+        *SHORT,
+        "trainer.max_steps=12",
+        "trainer.eval_every=2",
+        "trainer.checkpoint_every=6",
+        "reward.functions=[{fn: arith_correct}, {fn: arith_format, weight: 0.1}, {fn: test_sigterm_at_call, weight: 0.0}]",
+    ]
+    full, interrupted = tmp_path / "full", tmp_path / "interrupted"
+    SIGTERM_AT_CALL.update(n=None, calls=0)
+    run(full, overrides)
+
+    SIGTERM_AT_CALL.update(n=5, calls=0)  # SIGTERM during the rollout of step 5
+    with pytest.raises(RlexpError, match="interrupted at step 4"):
+        run(interrupted, overrides)
+    summary = json.loads((interrupted / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["train"]["steps"] == 4
+    assert "4" in [p.name for p in (interrupted / "checkpoints" / "actor").iterdir()]  # off-schedule: SIGTERM forced it
+
+    SIGTERM_AT_CALL.update(n=None, calls=0)
+    run(interrupted, overrides)  # same run dir: resume=auto continues at step 5
+    resumed, reference = train_steps(interrupted), train_steps(full)
+    assert sorted(resumed) == sorted(reference) == list(range(1, 13))
+    for step in range(1, 13):
+        for name in ("rewards/sum", "loss", "kl", "grad_norm", "completions/mean_length"):
+            if name in reference[step]:
+                assert resumed[step][name] == pytest.approx(reference[step][name], rel=1e-5, abs=1e-7), (step, name)
+    after = json.loads((interrupted / "summary.json").read_text())
+    assert after["status"] == "completed"
+    assert after["eval"]["after"] == pytest.approx(json.loads((full / "summary.json").read_text())["eval"]["after"])
+
+
+def test_resume_never_refuses_a_used_run_dir(tmp_path: Path) -> None:
+    run(tmp_path, [*SHORT, "trainer.max_steps=4", "trainer.eval_every=4", "trainer.checkpoint_every=4"])
+    before = (tmp_path / "summary.json").read_text()
+    with pytest.raises(ConfigError, match="trainer.resume='never'.*already holds checkpoints"):
+        run(
+            tmp_path,
+            [
+                *SHORT,
+                "trainer.max_steps=4",
+                "trainer.eval_every=4",
+                "trainer.checkpoint_every=4",
+                "trainer.resume=never",
+            ],
+        )
+    assert (tmp_path / "summary.json").read_text() == before  # nothing overwritten
