@@ -117,7 +117,7 @@ def load(inputs: list[str], *, objective: str | None = None) -> Sweep:
             objective = objective or data["objective"]["name"]
             runs = []
             for job in data["jobs"]:
-                run = load_run(mf.job_dir_of(sweep_dir, job), objective=objective, name=f"job {job['num']}")
+                run = load_run(mf.run_dir_of(sweep_dir, job), objective=objective, name=f"job {job['num']}")
                 run.num = job["num"]
                 run.overrides = run.overrides or list(job.get("overrides") or [])
                 if run.state == "pending" and job["state"] in ("running", "failed"):

@@ -198,14 +198,20 @@ class SweepCallback(Callback):
         num = int(hc.job.num)
         job_dir = context.job_dir(config)
         found = manifest.read_job_files(job_dir, data["objective"]["name"])
-        ok = job_return.status == JobStatus.COMPLETED and found.get("state", "completed") == "completed"
+        # The run dir's summary decides; a task that returned without one (e.g. it only submitted
+        # the job somewhere) keeps what read_job_files inferred, else counts as completed.
+        if job_return.status != JobStatus.COMPLETED:
+            state = "failed"
+        else:
+            state = found.get("state", "completed")
         value = job_return._return_value if job_return.status == JobStatus.COMPLETED else None
         found.pop("state", None)
         manifest.upsert_job(data, num, **found)
         job = manifest.get_job(data, num)
         assert job is not None
-        job["state"] = "completed" if ok else "failed"
-        if ok and isinstance(value, int | float):
+        job["state"] = state
+        ok = state == "completed"
+        if ok and isinstance(value, int | float) and job.get("objective") is None:
             job["objective"] = float(value)
         job["ended"] = manifest.now()
         manifest.save(directory, data)

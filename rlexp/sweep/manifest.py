@@ -37,8 +37,14 @@ def comparable(overrides: list[str]) -> list[str]:
 
 
 def job_dir_of(sweep_dir: str, job: dict[str, Any]) -> str:
+    """The job's Hydra output dir (.hydra/, launcher.json)."""
     out = str(job.get("output_dir") or job["num"])
     return out if storage.is_url(out) or out.startswith("/") else storage.join(sweep_dir, out)
+
+
+def run_dir_of(sweep_dir: str, job: dict[str, Any]) -> str:
+    """Where the job's run files are: `run_dir` when a remote launcher sent them elsewhere (gs://)."""
+    return str(job.get("run_dir") or job_dir_of(sweep_dir, job))
 
 
 def relative_dir(sweep_dir: str, job_dir: str) -> str:
@@ -98,8 +104,18 @@ def upsert_job(manifest: dict, num: int, **fields: Any) -> dict:
 
 
 def read_job_files(job_dir: str, objective: str) -> dict[str, Any]:
-    """What a job's run dir says about it: state, objective, launcher handle, wandb run id."""
+    """What a job's dirs say about it: state, objective, launcher handle, wandb run id, remote run dir.
+
+    A remote launcher writes launcher.json into the Hydra job dir and may send the run files
+    elsewhere (its "output_dir", e.g. gs://); summary.json and wandb_run.json are read there.
+    """
     found: dict[str, Any] = {}
+    launcher = storage.read_json(storage.join(job_dir, "launcher.json"))
+    if isinstance(launcher, dict):
+        found["launcher"] = {"launcher": launcher.get("launcher"), "handle": launcher.get("handle")}
+        remote = launcher.get("output_dir")
+        if remote and str(remote).rstrip("/") != str(job_dir).rstrip("/"):
+            found["run_dir"] = job_dir = str(remote)
     summary = storage.read_json(storage.join(job_dir, "summary.json"))
     if isinstance(summary, dict):
         status = summary.get("status")
@@ -109,9 +125,8 @@ def read_job_files(job_dir: str, objective: str) -> dict[str, Any]:
         if value is None and isinstance(summary.get("objective"), dict):
             value = summary["objective"].get("value")
         found["objective"] = value
-    launcher = storage.read_json(storage.join(job_dir, "launcher.json"))
-    if isinstance(launcher, dict):
-        found["launcher"] = {"launcher": launcher.get("launcher"), "handle": launcher.get("handle")}
+    elif isinstance(launcher, dict) and launcher.get("launcher") not in (None, "local"):
+        found["state"] = "running"  # submitted; the run has not written its summary yet
     wandb_run = storage.read_json(storage.join(job_dir, "wandb_run.json"))
     if isinstance(wandb_run, dict):
         found["wandb_run_id"] = wandb_run.get("id")

@@ -106,3 +106,29 @@ def test_progress_table_counts_and_columns() -> None:
     assert table[1].split() == ["job", "trainer.beta", "state", "obj", "handle"]
     assert table[2].split()[:4] == ["+0", "0", "completed", "0.5"]
     assert table[3].split()[:3] == [">1", "0.04", "running"]
+
+
+def test_remote_launcher_jobs_read_their_run_dir_from_launcher_json(memory_sweep: str, tmp_path) -> None:
+    from rlexp.report.load import load
+
+    local = tmp_path / "sweep"  # Hydra's local sweep dir: launcher.json per job
+    remote = f"{memory_sweep}/runs"  # where the pods write their run files
+    data = manifest.new_manifest(
+        str(local), name="s", group="s-1", objective="eval.after.pass_at_1", direction="maximize", sweeper="basic"
+    )
+    for num in range(2):
+        manifest.upsert_job(data, num, overrides=[f"trainer.beta={num}"])
+        record = {"launcher": "gke", "handle": f"rlexp-s-{num}", "output_dir": f"{remote}/rlexp-s-{num}"}
+        storage.write_json(str(local / str(num) / "launcher.json"), record)
+    write_summary(f"{remote}/rlexp-s-0", "completed", 0.6)
+    storage.write_text(f"{remote}/rlexp-s-0/metrics.jsonl", '{"step": 1, "rewards/sum": 0.5}\n')
+    manifest.refresh(str(local), data)
+    assert [j["state"] for j in data["jobs"]] == ["completed", "running"]  # job 1: submitted, no summary yet
+    assert data["jobs"][1]["launcher"]["handle"] == "rlexp-s-1"
+    assert data["jobs"][0]["run_dir"] == f"{remote}/rlexp-s-0"
+    manifest.save(memory_sweep, data)  # sweep.dir=gs://… keeps the manifest next to the runs
+
+    sweep = load([memory_sweep])
+    assert [r.state for r in sweep.runs] == ["completed", "running"]
+    assert sweep.runs[0].objective == 0.6 and sweep.runs[0].series("rewards/sum") == [(1, 0.5)]
+    assert sweep.runs[1].params() == {"trainer.beta": "1"}

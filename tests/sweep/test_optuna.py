@@ -1,0 +1,35 @@
+"""The optuna_lr preset runs real trials of the tiny default and records them in sweep.json."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.helpers import REPO, SHORT
+from tests.sweep.test_sweep_e2e import env, read
+
+pytestmark = pytest.mark.slow
+
+
+def test_optuna_preset_three_trials(tmp_path: Path) -> None:
+    sweep_dir = tmp_path / "optuna"
+    cmd = [sys.executable, "-m", "rlexp", "+sweep=optuna_lr", "hydra.sweeper.n_trials=3", *SHORT]
+    done = subprocess.run(
+        [*cmd, f"hydra.sweep.dir={sweep_dir}"], cwd=REPO, env=env(), capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    data = read(sweep_dir / "sweep.json")
+    assert data["sweeper"] == "optuna" and data["swept_keys"] == ["trainer.learning_rate"]
+    assert [j["state"] for j in data["jobs"]] == ["completed"] * 3
+    rates = [float(j["overrides"][0].split("=")[1]) for j in data["jobs"]]
+    assert all(1e-4 <= r <= 1e-2 for r in rates) and len(set(rates)) == 3
+    objectives = [j["objective"] for j in data["jobs"]]
+    assert all(isinstance(v, float) and math.isfinite(v) for v in objectives)
+    results = yaml.safe_load((sweep_dir / "optimization_results.yaml").read_text())
+    assert results["best_value"] == pytest.approx(max(objectives))  # the preset maximises pass@1
+    assert (sweep_dir / "report.html").exists()
