@@ -223,6 +223,11 @@ def preflight(cfg: RlexpConfig, out_dir: str, *, allow_downloads: bool = True) -
 
     v, rep = cfg.validate, _Report()
     result: dict[str, Any] = {"run_name": cfg.run_name, "mode": "completions" if v.completions else "sampled"}
+    if v.skip:  # the explicit opt-out launchers honour: nothing is checked, and the file says so
+        rep.add("preflight", "skipped", "validate.skip=true")
+        result.update(ok=True, checks=rep.checks, skipped=rep.skipped)
+        _write(out_dir, result)
+        return result
     rep.run("config", lambda: validate(cfg))
     result["memory"] = _memory(cfg, rep)
     given = rep.run("completions_file", lambda: read_completions(v.completions)) if v.completions else None

@@ -158,3 +158,9 @@ def test_cli_samples_with_the_tiny_model(tmp_path) -> None:  # noqa: ANN001
     ids = [r["id"] for r in result["rows"]]
     assert len(ids) == 2 * len(set(ids))  # validate.generations=2 per prompt
     assert result["rewards"]["math"]["n"] == len(ids) and result["zero_variance_share"] is not None
+
+
+def test_skip_is_explicit_and_recorded(tmp_path) -> None:  # noqa: ANN001
+    result = preflight(compose_conf(["experiment=gemma4_e4b_omi2", "validate.skip=true"]), str(tmp_path))
+    assert result["ok"] and result["skipped"] == ["preflight: validate.skip=true"] and "rewards" not in result
+    assert json.loads((tmp_path / "validation.json").read_text())["checks"][0]["status"] == "skipped"
