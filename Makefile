@@ -15,6 +15,7 @@ run: $(VENV_STAMP)
 	$(PY) -m rlexp
 
 test: $(VENV_STAMP)
+	scripts/install_system_deps.sh
 	$(PY) -m ruff check .
 	$(PY) -m pytest
 
