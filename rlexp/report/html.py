@@ -22,8 +22,11 @@ TITLES = {
     analyze.KL: "KL to reference",
     analyze.LENGTH: "completion length (tokens)",
 }
+SHORT_NAMES = {analyze.REWARD: "reward", analyze.PASS1: "pass@1", analyze.KL: "KL", analyze.LENGTH: "length"}
+STAT_NAMES = {"final": "final", "best": "best", "last10": "last 10 %"}
 SMOOTHED = {analyze.REWARD, analyze.KL, analyze.LENGTH}
 W, H, ML, MR, MT, MB = 440, 230, 52, 12, 26, 34
+MAX_POINTS = 240  # per polyline: keeps a long run's report small without visible loss
 
 
 def esc(x: object) -> str:
@@ -59,6 +62,14 @@ def nice_ticks(lo: float, hi: float, n: int = 4) -> list[float]:
     step = min((m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw), default=raw)
     first = math.ceil(lo / step) * step
     return [first + i * step for i in range(int((hi - first) / step + 1e-9) + 1)]
+
+
+def thin(points: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """Every k-th point (always keeping the last) so no polyline exceeds MAX_POINTS."""
+    if len(points) <= MAX_POINTS:
+        return points
+    k = math.ceil(len(points) / MAX_POINTS)
+    return points[::k] + ([points[-1]] if (len(points) - 1) % k else [])
 
 
 def chart(metric: str, runs: list[Run], colors: dict[str, str]) -> str:
@@ -99,10 +110,10 @@ def chart(metric: str, runs: list[Run], colors: dict[str, str]) -> str:
         steps, values = [s for s, _ in pts], [v for _, v in pts]
         rid = esc(run.dir)
         if metric in SMOOTHED and len(pts) > 2:
-            raw = " ".join(f"{px(s):.1f},{py(v):.1f}" for s, v in pts)
+            raw = " ".join(f"{px(s):.1f},{py(v):.1f}" for s, v in thin(pts))
             parts.append(f'<polyline class="raw" data-run="{rid}" points="{raw}" stroke="{color}"/>')
             values = ema(values)
-        line = " ".join(f"{px(s):.1f},{py(v):.1f}" for s, v in zip(steps, values, strict=True))
+        line = " ".join(f"{px(s):.1f},{py(v):.1f}" for s, v in thin(list(zip(steps, values, strict=True))))
         title = f"<title>{esc(run.name)}: final {fmt(values[-1])}</title>"
         parts.append(f'<polyline class="curve" data-run="{rid}" points="{line}" stroke="{color}">{title}</polyline>')
         if len(pts) <= 12:
@@ -150,6 +161,29 @@ def _verdict(sweep: Sweep, ranked: list[analyze.Row], keys: list[str]) -> str:
     return f'<p class="verdict">{text}. Honest win? {honesty}</p>'
 
 
+def samples_table(run: Run) -> str:
+    """The winner's last logged completions: a reward that is being gamed is usually visible here."""
+    rows = run.last_samples()
+    if not rows:
+        return '<p class="sub">No samples.jsonl in the winning run.</p>'
+
+    def cut(text: object, n: int = 160) -> str:
+        text = str(text)
+        return esc(text if len(text) <= n else text[: n - 1] + "…")
+
+    body = "".join(
+        f"<tr><td>{cut(r.get('prompt', ''))}</td><td><code>{cut(r.get('completion', ''))}</code></td>"
+        f"<td>{cut(r.get('answer', ''))}</td>"
+        f"<td>{esc(', '.join(f'{k}={fmt(v, 3)}' for k, v in (r.get('rewards') or {}).items()))}</td></tr>"
+        for r in rows
+    )
+    step = rows[0].get("step")
+    return (
+        f'<p class="sub">{esc(run.name)}, step {esc(step)}</p><table id="samples"><thead><tr><th>prompt</th>'
+        f"<th>completion</th><th>answer</th><th>rewards</th></tr></thead><tbody>{body}</tbody></table>"
+    )
+
+
 def render(sweep: Sweep) -> str:
     colors = {run.dir: PALETTE[i % len(PALETTE)] for i, run in enumerate(sweep.runs)}
     keys = [k for k in sweep.swept_keys if k not in analyze.SEED_KEYS]
@@ -162,7 +196,10 @@ def render(sweep: Sweep) -> str:
 
     head_cells = "".join(f"<th>{esc(k)}</th>" for k in keys)
     head_cells += f'<th>runs</th><th class="obj">{esc(sweep.objective)}</th>'
-    head_cells += "".join(f"<th>{esc(m)}<br><small>{esc(h)}</small></th>" for m, h in analyze.COLUMNS)
+    head_cells += "".join(
+        f'<th title="{esc(m)}, {esc(STAT_NAMES[h])}">{esc(SHORT_NAMES.get(m, m))}<br><small>{esc(STAT_NAMES[h])}</small></th>'
+        for m, h in analyze.COLUMNS
+    )
     head_cells += "<th>health</th><th>state</th>"
     body = []
     for rank, row in enumerate(ranked, 1):
@@ -195,6 +232,8 @@ def render(sweep: Sweep) -> str:
         for r in sweep.runs
     )
     charts = "".join(chart(m, sweep.runs, colors) for m in analyze.CURVES)
+    best = analyze.best_row(sweep)
+    samples = samples_table(best.runs[0]) if best else '<p class="sub">No winner yet.</p>'
     data = {
         "title": sweep.title,
         "objective": sweep.objective,
@@ -216,6 +255,7 @@ def render(sweep: Sweep) -> str:
         health=health_panel,
         legend=legend,
         charts=charts,
+        samples=samples,
         data=payload,
         css=CSS,
         js=JS,
@@ -226,8 +266,8 @@ CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:1400px}
 h1{font-size:20px;margin:0}h2{font-size:16px;margin:22px 0 8px}
 .sub{color:#666}.verdict{background:#f4f6fa;padding:10px 12px;border-radius:6px}
-table{border-collapse:collapse;font-size:13px}th,td{padding:4px 8px;border-bottom:1px solid #e3e3e3;text-align:right}
-th{background:#fafafa;vertical-align:bottom}td:first-child,th:first-child{text-align:left}
+table{border-collapse:collapse;font-size:13px}th,td{padding:4px 8px;border-bottom:1px solid #e3e3e3;text-align:right;white-space:nowrap}
+th{background:#fafafa;vertical-align:bottom;white-space:nowrap}td:first-child,th:first-child{text-align:left}
 .obj{font-weight:600}.ok{color:#2a7a2a}.warn{color:#b36b00}.bad{color:#c0222b;font-weight:600}
 .sw{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:3px}
 .charts{display:flex;flex-wrap:wrap;gap:12px}.chart{margin:0;border:1px solid #eee;border-radius:6px;padding:4px}
@@ -235,7 +275,7 @@ figcaption{font-weight:600;font-size:13px;padding:2px 6px}
 .plot .grid{stroke:#eee}.plot .tick,.plot .axis{font-size:10px;fill:#777}
 .plot polyline{fill:none}.plot .curve{stroke-width:2}.plot .raw{stroke-width:1;opacity:.2}
 .plot .dim{opacity:.08}.legend{list-style:none;padding:0;display:flex;flex-wrap:wrap;gap:4px 14px}
-.flags li{margin:2px 0}tr.hl td{background:#fff6d6}
+.flags li{margin:2px 0}tr.hl td{background:#fff6d6}#samples td{text-align:left;white-space:normal;max-width:420px}
 """
 
 JS = """
@@ -267,6 +307,8 @@ TEMPLATE = """<!DOCTYPE html>
 <h2>Curves</h2>
 <ul class="legend">{legend}</ul>
 <div class="charts">{charts}</div>
+<h2>Samples from the winner</h2>
+{samples}
 <script type="application/json" id="rlexp-data">{data}</script>
 <script>{js}</script>
 </body></html>

@@ -30,6 +30,14 @@ class Run:
     num: int | None = None
     wandb_run_id: str | None = None
 
+    def last_samples(self, limit: int = 6) -> list[dict[str, Any]]:
+        """Up to `limit` rows of samples.jsonl from the last step that wrote samples."""
+        rows = storage.read_jsonl(storage.join(self.dir, "samples.jsonl"))
+        if not rows:
+            return []
+        last = max(int(r.get("step", 0)) for r in rows)
+        return [r for r in rows if int(r.get("step", 0)) == last][:limit]
+
     def params(self) -> dict[str, str]:
         out = {}
         for item in self.overrides:

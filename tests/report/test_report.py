@@ -124,3 +124,14 @@ def test_report_opens_in_headless_chromium(tmp_path: Path, sweep) -> None:
     # every run has every curve: 5 runs × (reward, pass@1, KL, length)
     assert page.curves == {metric: 5 for metric in analyze.CURVES}
     assert page.flags == len(analyze.health(sweep.runs[4]))
+
+
+def test_long_runs_are_thinned_and_winner_samples_shown(sweep) -> None:
+    from rlexp.report.html import MAX_POINTS, thin
+
+    points = [(s, float(s)) for s in range(1, 1001)]
+    kept = thin(points)
+    assert len(kept) <= MAX_POINTS + 1 and kept[0] == points[0] and kept[-1] == points[-1]
+    page = render(sweep)
+    samples = re.search(r'<table id="samples">.*?</table>', page, flags=re.S)
+    assert samples is not None and samples.group(0).count("<tr>") == 4  # header + 3 samples of the winner
