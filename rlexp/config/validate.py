@@ -107,6 +107,9 @@ def validate(cfg: RlexpConfig) -> None:
     _choice("model.remat", m.remat, ("none", "full"))
     if not (m.path or m.hf_id):
         raise ConfigError("model.path", m.path, "set model.path (folder or gs://) or model.hf_id")
+    from rlexp.models.families import check_model_option  # pure Python: family, extras, base vs -it hub id
+
+    check_model_option(m)
     _choice("slice.kind", s.kind, ("cpu", "gpu", "tpu"))
     _positive("slice.devices", s.devices)
     if not 0 <= s.rollout_devices < s.devices:

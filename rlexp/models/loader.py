@@ -25,12 +25,20 @@ def resolve_model_dir(cfg: ModelConfig) -> Path:
             known = sorted(p.name for p in BUILTIN_DIR.iterdir() if p.is_dir())
             raise ConfigError("model.path", cfg.path, f"builtin models are {', '.join('builtin:' + k for k in known)}")
         return folder
+    if cfg.path and "://" in cfg.path:  # gs://: copied once into the local cache
+        from rlexp.models.checkpoint import local_copy
+
+        return Path(local_copy(cfg.path))
     if cfg.path:
         folder = Path(cfg.path).expanduser()
         if not folder.is_dir():
             raise ConfigError("model.path", cfg.path, "no such folder; point it at a Hugging Face model folder")
         return folder
-    raise ConfigError("model.path", cfg.path, "set model.path to a local model folder")
+    if cfg.hf_id:  # config, safetensors and tokenizer only; HF_TOKEN from the environment
+        from rlexp.models.hub import download
+
+        return Path(download(cfg.hf_id))
+    raise ConfigError("model.path", cfg.path, "set model.path (folder or gs://) or model.hf_id")
 
 
 def _dtype(name: str) -> Any:
@@ -41,36 +49,32 @@ def _dtype(name: str) -> Any:
 
 def tunix_config(cfg: ModelConfig) -> Any:
     """The Tunix ModelConfig of the option's family, from its dimensions."""
-    if cfg.family != "qwen3":
-        raise ConfigError("model.family", cfg.family, "use qwen3")
-    from tunix.models.qwen3 import model as qwen3
+    from rlexp.models.families import family_of
 
-    remat = qwen3.RematConfig.DECODER if cfg.remat == "full" else qwen3.RematConfig.NONE
-    return qwen3.ModelConfig(
-        num_layers=cfg.num_layers,
-        vocab_size=cfg.vocab_size,
-        embed_dim=cfg.embed_dim,
-        hidden_dim=cfg.hidden_dim,
-        num_heads=cfg.num_heads,
-        head_dim=cfg.head_dim,
-        num_kv_heads=cfg.num_kv_heads,
-        rope_theta=int(cfg.extra.get("rope_theta", 1_000_000)),
-        norm_eps=float(cfg.extra.get("norm_eps", 1e-6)),
-        use_tied_embedding=bool(cfg.extra.get("tie_word_embeddings", False)),
-        remat_config=remat,
-        dtype=_dtype(cfg.dtype),
-        param_dtype=_dtype(cfg.param_dtype),
-    )
+    family_of(cfg)  # unknown family -> ConfigError listing the known ones
+    if cfg.family in ("llama3", "qwen3"):
+        from rlexp.models import tunix_text
+
+        return tunix_text.tunix_config(cfg)  # honours rope_theta and llama3 RoPE scaling
+    if cfg.family == "gemma4":
+        from rlexp.models import gemma4
+
+        return gemma4.tunix_config(cfg)
+    if cfg.family == "gpt_oss":
+        from rlexp.models.gpt_oss import params as gpt_oss_params
+
+        return gpt_oss_params.tunix_config(cfg)
+    raise AssertionError(cfg.family)  # family_of accepted a family without a builder
 
 
 def load_model(cfg: ModelConfig, mesh: Any) -> Any:
     """The nnx module with the checkpoint's weights, sharded on `mesh`."""
     folder = resolve_model_dir(cfg)
-    from tunix.models.qwen3 import params
+    from rlexp.models.families import build_model, check_hf_config, read_hf_config
 
-    return params.create_model_from_safe_tensors(
-        str(folder), tunix_config(cfg), mesh=mesh, dtype=_dtype(cfg.param_dtype)
-    )
+    # config.json must agree with the option (layers, heads, vocab, ...); the error names every mismatch
+    check_hf_config(cfg, read_hf_config(str(folder)), str(folder))
+    return build_model(cfg, str(folder), mesh)
 
 
 def load_tokenizer(cfg: ModelConfig) -> Any:

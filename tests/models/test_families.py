@@ -1,0 +1,127 @@
+"""Model options: real dimensions, base vs instruction-tuned hub ids, config.json mismatch and missing-shard errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rlexp.errors import ConfigError, RlexpError
+from rlexp.models.checkpoint import safetensors_files
+from rlexp.models.families import check_hf_config, check_model_option, hub_id_instruction_tuned, model_config_from_hf
+from rlexp.models.memory import param_count
+from tests.helpers import compose_conf, conf_options
+
+# published parameter counts (billions; gemma4 counts only the text model with its per-layer embeddings)
+EXPECTED_PARAMS = {
+    "qwen3_0_6b": 0.596, "qwen3_1_7b": 1.721, "qwen3_4b": 4.022, "qwen3_8b": 8.191,
+    "llama3_1_8b": 8.030, "gpt_oss_20b": 20.915, "gemma4_e4b": 7.52, "gemma4_e2b": 4.65,
+}  # fmt: skip
+
+
+def test_every_option_composes_validates_and_has_the_published_size():
+    assert set(EXPECTED_PARAMS) <= set(conf_options("model"))
+    for name, billions in EXPECTED_PARAMS.items():
+        m = compose_conf([f"model={name}"]).model
+        check_model_option(m)
+        assert m.hf_id and not m.path
+        assert param_count(m) / 1e9 == pytest.approx(billions, rel=2e-3), name
+
+
+def test_base_vs_instruction_tuned_is_explicit():
+    assert compose_conf(["model=gemma4_e4b"]).model.hf_id == "google/gemma-4-E4B"
+    assert hub_id_instruction_tuned("google/gemma-4-E4B") is False
+    assert hub_id_instruction_tuned("google/gemma-4-E4B-it") is True
+    assert hub_id_instruction_tuned("Qwen/Qwen3-8B-Base") is False
+    assert hub_id_instruction_tuned("Qwen/Qwen3-8B") is True
+    assert hub_id_instruction_tuned("meta-llama/Llama-3.1-8B-Instruct") is True
+    assert hub_id_instruction_tuned("someone/custom-model") is None
+    m = compose_conf(["model=gemma4_e4b", "model.hf_id=google/gemma-4-E4B-it"]).model
+    with pytest.raises(ConfigError, match="instruction-tuned checkpoint; set model.instruction_tuned=true"):
+        check_model_option(m)
+    check_model_option(compose_conf(["model=gemma4_e4b", "model.hf_id=google/gemma-4-E4B-it",
+                                     "model.instruction_tuned=true"]).model)  # fmt: skip
+
+
+def test_unknown_family_lists_the_known_ones():
+    m = compose_conf(["model=qwen3_0_6b", "model.family=mistral"]).model
+    with pytest.raises(ConfigError, match="use one of qwen3, llama3, gemma4, gpt_oss"):
+        check_model_option(m)
+
+
+def _hf_qwen3(**over: object) -> dict:
+    hf = {"model_type": "qwen3", "num_hidden_layers": 28, "vocab_size": 151936, "hidden_size": 1024,
+          "intermediate_size": 3072, "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128,
+          "rope_theta": 1000000, "tie_word_embeddings": True}  # fmt: skip
+    return {**hf, **over}
+
+
+def test_config_json_mismatch_names_every_field():
+    m = compose_conf(["model=qwen3_0_6b"]).model
+    check_hf_config(m, _hf_qwen3(), "/ckpt")
+    with pytest.raises(RlexpError) as err:
+        check_hf_config(m, _hf_qwen3(num_hidden_layers=36, num_attention_heads=32, vocab_size=1000), "/ckpt")
+    msg = str(err.value)
+    assert "model.num_layers=28 vs num_hidden_layers=36" in msg
+    assert "model.num_heads=16 vs num_attention_heads=32" in msg
+    assert "model.vocab_size=151936 vs vocab_size=1000" in msg
+    assert "\n" not in msg
+    with pytest.raises(RlexpError, match="model_type='llama' is not a qwen3 checkpoint"):
+        check_hf_config(m, _hf_qwen3(model_type="llama"), "/ckpt")
+
+
+def test_multimodal_gemma4_config_is_read_from_text_config():
+    m = compose_conf(["model=gemma4_e4b"]).model
+    text = {"model_type": "gemma4_text", "num_hidden_layers": 42, "vocab_size": 262144, "hidden_size": 2560,
+            "intermediate_size": 10240, "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 256,
+            "global_head_dim": 512, "hidden_size_per_layer_input": 256, "num_kv_shared_layers": 18,
+            "sliding_window": 512}  # fmt: skip
+    check_hf_config(m, {"model_type": "gemma4", "text_config": text}, "/ckpt")
+    with pytest.raises(RlexpError, match="model.extra.num_kv_shared_layers=18 vs num_kv_shared_layers=20"):
+        check_hf_config(m, {"model_type": "gemma4", "text_config": {**text, "num_kv_shared_layers": 20}}, "/ckpt")
+
+
+def test_model_config_from_hf_round_trips_an_option():
+    m = model_config_from_hf(_hf_qwen3(max_position_embeddings=40960, rms_norm_eps=1e-6), name="x")
+    ref = compose_conf(["model=qwen3_0_6b"]).model
+    for key in ("family", "num_layers", "vocab_size", "embed_dim", "hidden_dim", "num_heads", "num_kv_heads",
+                "head_dim", "max_context"):  # fmt: skip
+        assert getattr(m, key) == getattr(ref, key), key
+
+
+def _index(folder: Path, shards: list[str], present: list[str]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    weight_map = {f"t{i}": s for i, s in enumerate(shards)}
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    for s in present:
+        (folder / s).write_bytes(b"")
+
+
+def test_missing_shard_is_named(tmp_path):
+    shards = [
+        "model-00001-of-00003.safetensors",
+        "model-00002-of-00003.safetensors",
+        "model-00003-of-00003.safetensors",
+    ]
+    _index(tmp_path / "ok", shards, shards)
+    assert [Path(p).name for p in safetensors_files(str(tmp_path / "ok"))] == shards
+    _index(tmp_path / "bad", shards, [shards[0], shards[2]])
+    with pytest.raises(RlexpError, match=r"missing safetensors shard\(s\) model-00002-of-00003.safetensors .*2 of 3"):
+        safetensors_files(str(tmp_path / "bad"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(RlexpError, match="no \\*.safetensors files"):
+        safetensors_files(str(tmp_path / "empty"))
+    with pytest.raises(RlexpError, match="does not exist"):
+        safetensors_files(str(tmp_path / "nowhere"))
+
+
+def test_hub_download_offline_is_one_actionable_line(monkeypatch, tmp_path):
+    from rlexp.models.hub import download
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    with pytest.raises(RlexpError) as err:
+        download("google/gemma-4-E4B", cache_dir=str(tmp_path))
+    assert "cannot download" in str(err.value) and "model.path=" in str(err.value)

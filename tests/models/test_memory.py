@@ -1,0 +1,61 @@
+"""Per-chip memory estimate: components, sharding, LoRA and reference accounting, and the fit check."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from rlexp.errors import ConfigError
+from rlexp.models.memory import GIB, check_fits, estimate_memory, format_estimate, kv_cache_bytes_per_sequence
+from tests.helpers import compose_conf
+
+GPT_OSS = ["experiment=gpt_oss_20b_gsm8k"]
+GEMMA = ["experiment=gemma4_e4b_omi2"]
+
+
+def test_gpt_oss_20b_on_v5p_64_fits_with_the_published_numbers():
+    cfg = compose_conf(GPT_OSS)
+    est = check_fits(cfg)
+    chips = est["trainer_chips"]
+    assert chips == 16 and est["capacity"] == 95 * GIB
+    assert est["param_count"] == pytest.approx(20.91e9, rel=1e-3)
+    assert est["params"] == est["param_count"] * 2 // chips  # bf16 weights, fully sharded
+    assert est["optimizer"] == 2 * est["params"] and est["gradients"] == est["params"]
+    assert est["reference"] == est["params"]  # beta > 0: a frozen copy
+    parts = ("params", "optimizer", "gradients", "reference", "kv_cache", "activations")
+    assert est["total"] == sum(est[k] for k in parts)
+    line = format_estimate(est)
+    assert "gpt_oss_20b on v5p-64" in line and "capacity 95.0 GiB" in line
+
+
+def test_lora_trains_few_weights_and_drops_the_reference_copy():
+    full = estimate_memory(compose_conf(GPT_OSS))
+    lora = estimate_memory(compose_conf([*GPT_OSS, "trainer.lora.rank=16"]))
+    assert lora["trainable_param_count"] < full["param_count"] / 100
+    assert lora["optimizer"] < full["optimizer"] / 100 and lora["reference"] == 0
+    no_kl = estimate_memory(compose_conf([*GPT_OSS, "trainer.beta=0"]))
+    assert no_kl["reference"] == 0
+
+
+def test_gemma4_kv_cache_counts_sliding_windows_and_shared_layers():
+    m = compose_conf(GEMMA).model
+    per_seq = kv_cache_bytes_per_sequence(m, 4096)
+    # 24 layers hold KV (18 share): 4 global at 4096 tokens x 512 dims, 20 sliding at 512 tokens x 256 dims
+    expected = 2 * 2 * 2 * (4 * 4096 * 512 + 20 * 512 * 256)  # k+v, 2 kv heads, bf16
+    assert per_seq == expected
+
+
+def test_a_config_that_cannot_fit_fails_with_the_numbers():
+    cfg = compose_conf(GPT_OSS)
+    cfg.slice = dataclasses.replace(cfg.slice, hbm_gib_per_device=8.0)
+    with pytest.raises(ConfigError) as err:
+        check_fits(cfg)
+    msg = str(err.value)
+    assert "does not fit" in msg and "capacity 8.0 GiB" in msg and "params 2.43" in msg
+    assert "\n" not in msg
+
+
+def test_unknown_capacity_never_fails():
+    est = check_fits(compose_conf([]))  # tiny on the local CPU
+    assert est["capacity"] is None and est["param_count"] == 124_352
