@@ -105,6 +105,9 @@ class SweepCallback(Callback):
                 directory,
                 "this sweep dir already holds completed jobs; add sweep.resume=true to finish it, or pick a new dir",
             )
+        direction = str(OmegaConf.select(config, "sweep.direction") or "maximize")
+        if direction not in ("maximize", "minimize"):
+            raise ConfigError("sweep.direction", direction, "use maximize or minimize")
         target = str(OmegaConf.select(config, "hydra.sweeper._target_") or "")
         data = existing if resume else None
         if data is None:
@@ -113,7 +116,7 @@ class SweepCallback(Callback):
                 name=context.sweep_name(config),
                 group=context.sweep_group(config, directory),
                 objective=str(config.objective),
-                direction=str(OmegaConf.select(config, "sweep.direction") or "maximize"),
+                direction=direction,
                 sweeper="optuna" if "optuna" in target.lower() else target.rsplit(".", 1)[-1] or "basic",
             )
         manifest.refresh(directory, data)

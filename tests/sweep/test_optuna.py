@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from tests.helpers import REPO, SHORT
-from tests.sweep.test_sweep_e2e import env, read
+from tests.sweep.helpers import env, read
 
 pytestmark = pytest.mark.slow
 

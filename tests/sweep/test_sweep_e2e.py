@@ -6,7 +6,6 @@ SIGKILL once jobs 0 and 1 completed and job 2 opened its wandb run, then resumed
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -19,6 +18,7 @@ import pytest
 
 from tests.helpers import REPO, SHORT
 from tests.report.browser import open_report
+from tests.sweep.helpers import env, read, rlexp
 
 pytestmark = pytest.mark.slow
 
@@ -29,21 +29,6 @@ SWEEP = [
     *[o for o in SHORT if not o.startswith("logger=")],
     "logger=wandb",
 ]
-
-
-def env() -> dict[str, str]:
-    out = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
-    out.update(WANDB_SILENT="true", HYDRA_FULL_ERROR="0", PYTHONUNBUFFERED="1")
-    return out
-
-
-def rlexp(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "rlexp", "-m", *args]
-    return subprocess.run(cmd, cwd=REPO, env=env(), capture_output=True, text=True, timeout=timeout)
-
-
-def read(path: Path) -> dict:
-    return json.loads(path.read_text())
 
 
 @dataclass
@@ -90,7 +75,7 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> Sweep:
         for n in ("0", "1")
         for p in (sweep_dir / n / "summary.json", sweep_dir / n / "metrics.jsonl")
     }
-    resume = rlexp(*SWEEP, f"hydra.sweep.dir={sweep_dir}", "sweep.resume=true")
+    resume = rlexp("-m", *SWEEP, f"hydra.sweep.dir={sweep_dir}", "sweep.resume=true")
     assert resume.returncode == 0, resume.stderr[-4000:]
     return Sweep(sweep_dir, killed, before, resume)
 
@@ -153,9 +138,9 @@ def test_report_cli_on_the_sweep_dir(sweep: Sweep, tmp_path: Path) -> None:
 
 
 def test_a_used_sweep_dir_needs_resume_and_the_same_arguments(sweep: Sweep) -> None:
-    fresh = rlexp(*SWEEP, f"hydra.sweep.dir={sweep.dir}", timeout=300)
+    fresh = rlexp("-m", *SWEEP, f"hydra.sweep.dir={sweep.dir}", timeout=300)
     assert fresh.returncode == 2 and "sweep.resume=true" in fresh.stderr
     other = [o if not o.startswith("trainer.beta=") else "trainer.beta=0,0.1" for o in SWEEP]
-    changed = rlexp(*other, f"hydra.sweep.dir={sweep.dir}", "sweep.resume=true", timeout=300)
+    changed = rlexp("-m", *other, f"hydra.sweep.dir={sweep.dir}", "sweep.resume=true", timeout=300)
     assert changed.returncode == 2 and "resume with the same sweep arguments" in changed.stderr
     assert changed.stderr.count("\n") <= 3, changed.stderr  # one line, no traceback

@@ -1,0 +1,27 @@
+"""Helpers for the sweep tests that run `python -m rlexp -m …` in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.helpers import REPO
+
+
+def env() -> dict[str, str]:
+    """The test's environment without any wandb settings: wandb runs offline, quietly."""
+    out = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
+    out.update(WANDB_SILENT="true", HYDRA_FULL_ERROR="0", PYTHONUNBUFFERED="1")
+    return out
+
+
+def rlexp(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "rlexp", *args]
+    return subprocess.run(cmd, cwd=REPO, env=env(), capture_output=True, text=True, timeout=timeout)
+
+
+def read(path: Path) -> dict:
+    return json.loads(path.read_text())
