@@ -139,17 +139,17 @@ def main() -> None:
     jax.config.update("jax_default_matmul_precision", "highest")
     from flax import nnx
     from safetensors.numpy import save_file
-    from tunix.models.qwen3 import model as qwen3
 
     from rlexp.data.registry import load_splits
-    from rlexp.models.loader import tunix_config
+    from rlexp.models import tunix_text
     from rlexp.models.tokenizer import build_char_tokenizer, load_tokenizer_dir
 
     cfg = compose_default(args.overrides)
     args.out.mkdir(parents=True, exist_ok=True)
     build_char_tokenizer(args.out)
     tokenizer = load_tokenizer_dir(args.out)
-    model = qwen3.Qwen3(tunix_config(cfg.model), rngs=nnx.Rngs(params=args.seed))
+    # the same model class the loader builds, so warm-up and training see the same network (RoPE included)
+    model = tunix_text.Qwen3(tunix_text.tunix_config(cfg.model), rngs=nnx.Rngs(params=args.seed))
     splits = load_splits(cfg.dataset)  # eval rows are never seen in warm-up
     seq_len = 1 + max(len(r["question"]) + len(r["answer"]) for r in splits.train) + 1
     loss = warm_up(model, sft_batches(splits.train, tokenizer, seq_len, args.batch, args.steps, args.seed), args.lr)

@@ -70,6 +70,9 @@ class WandbTracker:
             id=previous.get("id"),
             resume="allow" if previous.get("id") else None,
             reinit="finish_previous",  # jobs of an in-process multirun each get their own run
+            # The console belongs to rlexp's progress bar and summary; wandb's banner and run
+            # summary tables would bury them (warnings and errors still print).
+            settings=wandb.Settings(quiet=True),
         )
         self.run.define_metric(STEP_METRIC)
         self.run.define_metric("*", step_metric=STEP_METRIC)

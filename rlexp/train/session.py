@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from rlexp.config.schema import RlexpConfig
 from rlexp.config.validate import check_steps
 from rlexp.data.registry import load_splits
-from rlexp.data.templates import render_rows
+from rlexp.data.templates import render_splits
 from rlexp.errors import ConfigError, RlexpError
 from rlexp.rewards.compose import build_rewards
 from rlexp.train import rundir
@@ -65,11 +65,17 @@ class TrainingSession:
             )
 
     def _load_data(self, tokenizer: Any) -> None:
-        splits = load_splits(self.conf.dataset)
-        check_steps(self.conf, len(splits.train))
-        self.train_rows = render_rows(splits.train, self.conf.chat_template)
-        self.eval_rows = render_rows(splits.eval, self.conf.chat_template)[: self.conf.trainer.eval_prompts]
+        splits = render_splits(
+            load_splits(self.conf.dataset), self.conf.chat_template, tokenizer, self.conf.trainer.max_prompt_tokens
+        )
+        check_steps(self.conf, len(splits.train))  # after filtering: the rows that will really be trained on
+        if not splits.eval:
+            raise ConfigError("dataset.eval_size", self.conf.dataset.eval_size, "the eval split is empty after filtering")
+        self.train_rows = splits.train
+        self.eval_rows = splits.eval[: self.conf.trainer.eval_prompts]
         self.data_skipped = dict(splits.skipped)
+        if self.data_skipped:
+            print(f"rlexp: rows not used: {self.data_skipped}", file=sys.stderr)
 
     def _load_models(self) -> tuple[Any, Any, Any]:
         from rlexp.models.loader import load_model, load_tokenizer
@@ -202,6 +208,7 @@ class TrainingSession:
         summary = self._summary(status, steps, time.perf_counter() - started)
         rundir.write_json_atomic(self.path("summary.json"), summary)
         self.tracker.finish(summary, exit_code=0 if status == "completed" else 1)
+        self.rewards.close()
         self._print_summary(summary)
         if stop_cause is not None:
             raise stop_cause
