@@ -1,0 +1,266 @@
+"""`python -m rlexp.export <run dir | checkpoints/actor/<step>> --out <dir>`: a Hugging Face model folder.
+
+Loads the run's base model (its `.hydra/config.yaml` names it), restores the actor checkpoint
+(merging LoRA adapters when the run trained some), converts the weights back to the Hugging Face
+names and layouts of the family, and writes model.safetensors with the base checkpoint's
+config.json and tokenizer files. Tensors of the base checkpoint that rlexp does not train (a vision
+tower, say) are copied unchanged, so `transformers` loads the folder like the original.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlexp.config.schema import ModelConfig, RlexpConfig
+from rlexp.errors import RlexpError
+
+COPIED_FILES = (
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "tokenizer.model",
+    "special_tokens_map.json",
+    "chat_template.jinja",
+    "chat_template.json",
+)
+
+
+def find_checkpoint(target: Path) -> tuple[Path, Path, int]:
+    """(run dir, actor checkpoint root, step) for a run dir or one `checkpoints/actor/<step>` folder."""
+    if target.name.isdigit() and target.parent.name == "actor":
+        return target.parent.parent.parent, target.parent, int(target.name)
+    root = target / "checkpoints" / "actor"
+    steps = sorted(int(p.name) for p in root.iterdir() if p.name.isdigit()) if root.is_dir() else []
+    if not steps:
+        raise RlexpError(f"{target}: no checkpoints/actor/<step> folder; pass a run dir that saved a checkpoint")
+    return target, root, steps[-1]
+
+
+def run_config(run_dir: Path) -> RlexpConfig:
+    from omegaconf import OmegaConf
+
+    from rlexp.config.schema import RlexpConfig as Schema
+
+    path = run_dir / ".hydra" / "config.yaml"
+    if not path.is_file():
+        raise RlexpError(f"{run_dir}: no .hydra/config.yaml; pass the run dir that `python -m rlexp` wrote")
+    raw = OmegaConf.load(path)
+    raw.pop("hydra", None)
+    merged = OmegaConf.merge(OmegaConf.structured(Schema), raw)
+    return OmegaConf.to_object(merged)  # type: ignore[return-value]
+
+
+def _flat(model: Any) -> dict[str, np.ndarray]:
+    import jax
+    from flax import nnx
+
+    leaves = jax.tree_util.tree_flatten_with_path(nnx.to_pure_dict(nnx.state(model, nnx.Param)))[0]
+    return {".".join(str(getattr(p, "key", getattr(p, "idx", p))) for p in path): np.asarray(v) for path, v in leaves}
+
+
+def hf_tensors(m: ModelConfig, params: dict[str, np.ndarray], prefix: str = "model.") -> dict[str, np.ndarray]:
+    """Hugging Face tensors of a family's nnx parameters (the inverse of its loader's mapping)."""
+    out: dict[str, np.ndarray] = {}
+    for key, v in params.items():
+        name = _hf_name(m, key, v, prefix)
+        if name is None:
+            continue
+        for hf_key, value in name:
+            out[hf_key] = np.ascontiguousarray(value)
+    return out
+
+
+def _hf_name(m: ModelConfig, key: str, v: np.ndarray, prefix: str) -> list[tuple[str, np.ndarray]] | None:
+    d = m.embed_dim
+    top = {
+        "embedder.input_embedding": f"{prefix}embed_tokens.weight",
+        "final_norm.w": f"{prefix}norm.weight",
+        "final_norm.scale": f"{prefix}norm.weight",
+    }
+    if key in top:
+        return [(top[key], v)]
+    if key in ("lm_head.w", "lm_head"):
+        return [("lm_head.weight", v.T)]
+    if m.family == "gemma4":
+        return _gemma4_name(m, key, v, prefix)
+    match = re.fullmatch(r"layers\.(\d+)\.(.+)", key)
+    if not match:
+        return None
+    i, rest = match.groups()
+    p = f"{prefix}layers.{i}."
+    if m.family == "gpt_oss":
+        table = {
+            "attn.q_proj": ("self_attn.q_proj.weight", lambda x: x.reshape(d, -1).T),
+            "attn.k_proj": ("self_attn.k_proj.weight", lambda x: x.reshape(d, -1).T),
+            "attn.v_proj": ("self_attn.v_proj.weight", lambda x: x.reshape(d, -1).T),
+            "attn.o_proj": ("self_attn.o_proj.weight", lambda x: x.reshape(-1, d).T),
+            "attn.q_bias": ("self_attn.q_proj.bias", lambda x: x.reshape(-1)),
+            "attn.k_bias": ("self_attn.k_proj.bias", lambda x: x.reshape(-1)),
+            "attn.v_bias": ("self_attn.v_proj.bias", lambda x: x.reshape(-1)),
+            "attn.o_bias": ("self_attn.o_proj.bias", lambda x: x),
+            "attn.sinks": ("self_attn.sinks", lambda x: x),
+            "mlp.router_w": ("mlp.router.weight", lambda x: x.T),
+            "mlp.router_b": ("mlp.router.bias", lambda x: x),
+            "mlp.gate_up_proj": ("mlp.experts.gate_up_proj", lambda x: x),
+            "mlp.gate_up_bias": ("mlp.experts.gate_up_proj_bias", lambda x: x),
+            "mlp.down_proj": ("mlp.experts.down_proj", lambda x: x),
+            "mlp.down_bias": ("mlp.experts.down_proj_bias", lambda x: x),
+            "input_layernorm.w": ("input_layernorm.weight", lambda x: x),
+            "post_attention_layernorm.w": ("post_attention_layernorm.weight", lambda x: x),
+        }
+    else:  # qwen3, llama3 (Tunix layouts)
+        table = {
+            "attn.q_proj.w": ("self_attn.q_proj.weight", lambda x: x.reshape(d, -1).T),
+            "attn.k_proj.w": ("self_attn.k_proj.weight", lambda x: x.reshape(d, -1).T),
+            "attn.v_proj.w": ("self_attn.v_proj.weight", lambda x: x.reshape(d, -1).T),
+            "attn.o_proj.w": ("self_attn.o_proj.weight", lambda x: x.reshape(-1, d).T),
+            "attn.q_norm.w": ("self_attn.q_norm.weight", lambda x: x),
+            "attn.k_norm.w": ("self_attn.k_norm.weight", lambda x: x),
+            "mlp.gate_proj.kernel": ("mlp.gate_proj.weight", lambda x: x.T),
+            "mlp.up_proj.kernel": ("mlp.up_proj.weight", lambda x: x.T),
+            "mlp.down_proj.kernel": ("mlp.down_proj.weight", lambda x: x.T),
+            "input_layernorm.w": ("input_layernorm.weight", lambda x: x),
+            "post_attention_layernorm.w": ("post_attention_layernorm.weight", lambda x: x),
+        }
+    if rest not in table:
+        raise RlexpError(f"export of {m.family} does not know parameter {key}")
+    name, fn = table[rest]
+    return [(p + name, fn(v))]
+
+
+def _gemma4_name(m: ModelConfig, key: str, v: np.ndarray, prefix: str) -> list[tuple[str, np.ndarray]] | None:
+    d, layers = m.embed_dim, m.num_layers
+    emb = {
+        "embedder.per_layer_input_embedding": ("embed_tokens_per_layer.weight", lambda x: x.reshape(x.shape[0], -1)),
+        "embedder.per_layer_model_projection.w": ("per_layer_model_projection.weight", lambda x: x.reshape(d, -1).T),
+        "embedder.per_layer_projection_norm.scale": ("per_layer_projection_norm.weight", lambda x: x),
+    }
+    if key in emb:
+        name, fn = emb[key]
+        return [(prefix + name, fn(v))]
+    match = re.fullmatch(r"layers\.(\d+)\.(.+)", key)
+    if not match:
+        return None
+    i, rest = match.groups()
+    p = f"{prefix}layers.{i}."
+    shared = int(i) >= layers - int(m.extra.get("num_kv_shared_layers", 0))
+    if rest == "attn.kv_einsum.w":  # [2, K, D, H] -> k_proj, v_proj [K*H, D]; shared layers have none
+        if shared:
+            return []
+        return [(p + f"self_attn.{n}_proj.weight", v[j].transpose(0, 2, 1).reshape(-1, d)) for j, n in enumerate("kv")]
+    if rest == "attn._key_norm.scale":
+        return [] if shared else [(p + "self_attn.k_norm.weight", v)]
+    table = {
+        "attn.q_einsum.w": ("self_attn.q_proj.weight", lambda x: x.transpose(0, 2, 1).reshape(-1, d)),
+        "attn.attn_vec_einsum.w": ("self_attn.o_proj.weight", lambda x: x.reshape(-1, d).T),
+        "attn._query_norm.scale": ("self_attn.q_norm.weight", lambda x: x),
+        "mlp.gate_proj.kernel": ("mlp.gate_proj.weight", lambda x: x.T),
+        "mlp.up_proj.kernel": ("mlp.up_proj.weight", lambda x: x.T),
+        "mlp.down_proj.kernel": ("mlp.down_proj.weight", lambda x: x.T),
+        "pre_attention_norm.scale": ("input_layernorm.weight", lambda x: x),
+        "post_attention_norm.scale": ("post_attention_layernorm.weight", lambda x: x),
+        "pre_ffw_norm.scale": ("pre_feedforward_layernorm.weight", lambda x: x),
+        "post_ffw_norm.scale": ("post_feedforward_layernorm.weight", lambda x: x),
+        "skip_scale": ("layer_scalar", lambda x: x),
+        "per_layer_input_gate.w": ("per_layer_input_gate.weight", lambda x: x.T),
+        "per_layer_projection.w": ("per_layer_projection.weight", lambda x: x.T),
+        "post_per_layer_input_norm.scale": ("post_per_layer_input_norm.weight", lambda x: x),
+    }
+    if rest not in table:
+        raise RlexpError(f"export of gemma4 does not know parameter {key}")
+    name, fn = table[rest]
+    return [(p + name, fn(v))]
+
+
+def _source_tensors(folder: Path) -> dict[str, Any]:
+    """Names (and lazy readers) of the base checkpoint's tensors."""
+    from rlexp.models.checkpoint import safetensors_files
+    from rlexp.models.gpt_oss.params import read_safetensors
+
+    out = {}
+    for path in safetensors_files(str(folder)):
+        for name, value in read_safetensors(path):
+            out[name] = value
+    return out
+
+
+def export(target: str, out: str) -> Path:
+    """Write the Hugging Face folder for a run's latest (or the given) actor checkpoint; returns it."""
+    from safetensors.numpy import save_file
+
+    from rlexp.models.loader import load_model, resolve_model_dir
+
+    run_dir, ckpt_root, step = find_checkpoint(Path(target).expanduser())
+    cfg = run_config(run_dir)
+    m, lora = cfg.model, cfg.trainer.lora
+    base_dir = resolve_model_dir(m)
+    model = load_model(m, None)
+    if lora.rank > 0:
+        from rlexp.models.lora import apply_lora
+
+        model = apply_lora(model, lora, None, seed=cfg.seed)
+    _restore(model, ckpt_root, step, lora_only=lora.rank > 0)
+    if lora.rank > 0:
+        from rlexp.models.lora import merged_state
+
+        params = merged_state(model, lora.alpha, lora.rank)
+    else:
+        params = _flat(model)
+    source = _source_tensors(base_dir)
+    prefix = "model.language_model." if any(k.startswith("model.language_model.") for k in source) else "model."
+    tensors = hf_tensors(m, params, prefix)
+    if m.family == "gpt_oss":  # MXFP4 experts are written back dequantised
+        source = {k: v for k, v in source.items() if not k.endswith(("_blocks", "_scales"))}
+    dtype = {"float32": np.float32, "bfloat16": None, "float16": np.float16}[m.param_dtype]
+    for name, value in source.items():
+        if name not in tensors and not (name == "lm_head.weight" and m.extra.get("tie_word_embeddings")):
+            tensors[name] = np.ascontiguousarray(value)
+    if dtype is not None:
+        tensors = {k: (v.astype(dtype) if v.dtype.kind == "f" else v) for k, v in tensors.items()}
+    dest = Path(out).expanduser()
+    dest.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(dest / "model.safetensors"), metadata={"format": "pt", "rlexp_step": str(step)})
+    for name in COPIED_FILES:
+        if (base_dir / name).is_file():
+            shutil.copy(base_dir / name, dest / name)
+    config = json.loads((dest / "config.json").read_text())
+    config.pop("quantization_config", None)  # weights are written dequantised
+    (dest / "config.json").write_text(json.dumps(config, indent=2))
+    return dest
+
+
+def _restore(model: Any, root: Path, step: int, *, lora_only: bool) -> None:
+    from tunix.sft.checkpoint_manager import CheckpointManager
+
+    restored, _ = CheckpointManager(str(root.resolve())).maybe_restore(
+        model, step=step, restore_only_lora_params=lora_only
+    )
+    if restored != step:
+        raise RlexpError(f"{root}/{step}: could not restore the actor checkpoint")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rlexp.export", description=__doc__.splitlines()[0])
+    parser.add_argument("checkpoint", help="run dir (latest checkpoint) or <run dir>/checkpoints/actor/<step>")
+    parser.add_argument("--out", required=True, help="folder to write the Hugging Face model into")
+    args = parser.parse_args(argv)
+    try:
+        dest = export(args.checkpoint, args.out)
+    except RlexpError as err:
+        print(f"rlexp.export: error: {err}", file=sys.stderr)
+        return 2
+    print(f"wrote {dest} (model.safetensors, config.json, tokenizer)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

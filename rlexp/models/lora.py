@@ -1,0 +1,72 @@
+"""LoRA adapters through qwix (`trainer.lora.rank > 0`), and merging them back into the base weights.
+
+`apply_lora(model, lora_cfg, mesh)` returns a model whose only `nnx.LoRAParam`s are the adapters;
+Tunix then trains and checkpoints only those. The default `module_path` names Qwen3/Llama projections;
+gemma4 and gpt-oss name theirs differently, so the default is translated per family.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import numpy as np
+from flax import nnx
+
+from rlexp.config.schema import LoraConfig
+from rlexp.errors import ConfigError
+
+DEFAULT_MODULE_PATH = LoraConfig().module_path
+FAMILY_MODULE_PATHS = {
+    "Gemma4": ".*(q_einsum|kv_einsum|attn_vec_einsum|gate_proj|up_proj|down_proj).*",
+    "GptOss": r".*layers/\d+/attn$",  # q/k/v/o projections; experts are not Linear layers
+}
+
+
+def module_path_for(model: Any, module_path: str) -> str:
+    if module_path != DEFAULT_MODULE_PATH:
+        return module_path
+    for cls in type(model).__mro__:
+        if cls.__name__ in FAMILY_MODULE_PATHS:
+            return FAMILY_MODULE_PATHS[cls.__name__]
+    return module_path
+
+
+def apply_lora(model: Any, lora_cfg: LoraConfig, mesh: Any = None, seed: int = 0) -> Any:
+    """The model with rank-`lora_cfg.rank` adapters on the matched projections, sharded like their weights."""
+    import qwix
+    from tunix.utils import compat
+
+    if lora_cfg.rank <= 0:
+        return model
+    path = module_path_for(model, lora_cfg.module_path)
+    provider = qwix.LoraProvider(module_path=path, rank=lora_cfg.rank, alpha=lora_cfg.alpha)
+    inputs = model.get_model_input()
+    if mesh is None:
+        lora_model = qwix.apply_lora_to_model(model, provider, rngs=nnx.Rngs(seed), **inputs)
+    else:
+        with compat.set_mesh(mesh):
+            lora_model = qwix.apply_lora_to_model(model, provider, rngs=nnx.Rngs(seed), **inputs)
+            state = nnx.state(lora_model)
+            nnx.update(lora_model, jax.lax.with_sharding_constraint(state, nnx.get_partition_spec(state)))
+    if not jax.tree_util.tree_leaves(nnx.state(lora_model, nnx.LoRAParam)):
+        raise ConfigError("trainer.lora.module_path", lora_cfg.module_path, f"matched no projection (used {path!r})")
+    return lora_model
+
+
+def merged_state(model: Any, alpha: float, rank: int) -> dict[str, np.ndarray]:
+    """Flat {param path: array} of the model with every adapter folded in: W + A @ B * alpha / rank."""
+    flat = {
+        ".".join(str(k) for k in path): np.asarray(v)
+        for path, v in jax.tree_util.tree_flatten_with_path(nnx.to_pure_dict(nnx.state(model, nnx.Param)))[0]
+        for path in [tuple(getattr(p, "key", getattr(p, "idx", p)) for p in path)]
+    }
+    out = {k: v for k, v in flat.items() if not k.endswith(("_lora_a", "_lora_b"))}
+    for key in [k for k in flat if k.endswith("_lora_a")]:
+        base = key[: -len("_lora_a")]
+        a, b = flat[key], flat[base + "_lora_b"]
+        weight_key = base if base in out else f"{base}.value"
+        w = out[weight_key]
+        delta = np.tensordot(a, b, axes=([-1], [0])).reshape(w.shape) * (alpha / rank)
+        out[weight_key] = (w.astype(np.float32) + delta).astype(w.dtype)
+    return out

@@ -1,0 +1,99 @@
+"""`python -m rlexp.export`: run dir -> Hugging Face folder that transformers loads with rlexp's logits."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+from flax import nnx
+from omegaconf import OmegaConf
+
+from rlexp.config.schema import ModelConfig
+from tests.helpers import compose_cfg
+from tests.models.parity import max_rel_error, rlexp_logits
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+
+def make_run(run_dir: Path, model: ModelConfig | None, overrides: list[str], step: int, *, lora: bool = False):
+    """A run dir as `python -m rlexp` leaves it: .hydra/config.yaml and an actor checkpoint of changed weights."""
+    from tunix.sft.checkpoint_manager import CheckpointManager
+
+    from rlexp.main import to_config
+    from rlexp.models.loader import load_model
+
+    cfg = compose_cfg(overrides)
+    if model is not None:
+        cfg.model = OmegaConf.structured(model)
+    (run_dir / ".hydra").mkdir(parents=True)
+    (run_dir / ".hydra" / "config.yaml").write_text(OmegaConf.to_yaml(cfg))
+    conf = to_config(cfg)
+    actor = load_model(conf.model, None)
+    if lora:
+        from rlexp.models.lora import apply_lora
+
+        actor = apply_lora(actor, conf.trainer.lora, None, seed=conf.seed)
+    # stand-in for training: move every trained weight (LoRA: only the adapters)
+    trained = nnx.LoRAParam if lora else nnx.Param
+    state = nnx.state(actor, trained)
+    keys = iter(jax.random.split(jax.random.PRNGKey(7), len(jax.tree_util.tree_leaves(state))))
+    nnx.update(
+        actor, jax.tree_util.tree_map(lambda x: x + 0.05 * jax.random.normal(next(keys), x.shape, x.dtype), state)
+    )
+    manager = CheckpointManager(str(run_dir / "checkpoints" / "actor"))
+    manager.save(step, actor, save_only_lora_params=lora, force=True)
+    manager.close()  # saves are asynchronous
+    return actor
+
+
+def _check_round_trip(run_dir: Path, actor, out: Path, vocab: int, tokens_len: int = 7) -> float:
+    from rlexp.export import main
+
+    assert main([str(run_dir), "--out", str(out)]) == 0
+    hf = transformers.AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
+    tokens = np.random.default_rng(3).integers(3, vocab, size=(2, tokens_len))
+    with torch.no_grad():
+        theirs = hf(torch.as_tensor(tokens)).logits.numpy()
+    return max_rel_error(rlexp_logits(actor, tokens), theirs)
+
+
+def test_tiny_qwen3_run_exports_to_transformers(tmp_path):
+    actor = make_run(tmp_path / "run", None, ["model=tiny"], step=4)
+    out = tmp_path / "hf"
+    err = _check_round_trip(tmp_path / "run", actor, out, vocab=17)
+    assert err <= 1e-4
+    assert {"config.json", "model.safetensors", "tokenizer.json"} <= {p.name for p in out.iterdir()}
+    tok = transformers.AutoTokenizer.from_pretrained(out)
+    assert tok("1+2=")["input_ids"]
+
+
+def test_lora_run_exports_merged_weights(tmp_path):
+    actor = make_run(tmp_path / "run", None, ["model=tiny", "trainer.lora.rank=4"], step=2, lora=True)
+    err = _check_round_trip(tmp_path / "run", actor, tmp_path / "hf", vocab=17)
+    assert err <= 1e-4
+
+
+@pytest.mark.slow
+def test_gpt_oss_and_gemma4_runs_export(tmp_path):
+    from rlexp.models.families import model_config_from_hf
+    from tests.models.hf_reference import VOCAB, make_model, save_reference
+    from tests.models.test_parity_gemma4 import tiny_gemma4_config
+    from tests.models.test_parity_gpt_oss import tiny_gpt_oss_config
+
+    for name, config in (("gpt_oss", tiny_gpt_oss_config()), ("gemma4", tiny_gemma4_config())):
+        folder = save_reference(make_model(config), tmp_path / f"{name}_base")
+        m = model_config_from_hf(json.loads((folder / "config.json").read_text()), name=name, path=str(folder))
+        actor = make_run(tmp_path / name, m, [], step=1)
+        err = _check_round_trip(tmp_path / name, actor, tmp_path / f"{name}_hf", vocab=VOCAB, tokens_len=9)
+        assert err <= 1e-4, name
+
+
+def test_export_without_checkpoint_is_one_line(tmp_path, capsys):
+    from rlexp.export import main
+
+    assert main([str(tmp_path), "--out", str(tmp_path / "o")]) == 2
+    assert "no checkpoints/actor/<step>" in capsys.readouterr().err
