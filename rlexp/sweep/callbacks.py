@@ -135,7 +135,8 @@ class SweepCallback(Callback):
                 if record is None or record["state"] != "completed":
                     manifest.upsert_job(data, num, overrides=list(overrides), state="pending", objective=None)
         for job in data["jobs"]:
-            if job["state"] == "running":  # left over from a killed invocation
+            local = (job.get("launcher") or {}).get("launcher") in (None, "local")
+            if job["state"] == "running" and local:  # left over from a killed invocation
                 job["state"] = "pending"
         manifest.save(directory, data)
         self._show(data)

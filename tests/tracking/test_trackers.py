@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,17 @@ def offline(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def offline_runs(run_dir: Path, run_id: str) -> list[Path]:
     return sorted((run_dir / "wandb").glob(f"offline-run-*-{run_id}*"))
+
+
+def wait_for_records(path: Path, needles: tuple[bytes, ...], timeout: float = 30.0) -> bool:
+    """wandb's service may still be writing the offline file when finish() returns on a busy machine."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        data = path.read_bytes() if path.exists() else b""
+        if all(n in data for n in needles):
+            return True
+        time.sleep(0.25)
+    return False
 
 
 def test_mode_is_offline_without_key(monkeypatch: pytest.MonkeyPatch, offline: None) -> None:
@@ -67,8 +79,7 @@ def test_wandb_offline_run_resumes_same_id(tmp_path: Path, offline: None) -> Non
     assert again["id"] == run_id and again["resumed"] is True
     dirs = offline_runs(tmp_path, run_id)
     assert len(dirs) == 2, dirs
-    data = (dirs[1] / f"run-{run_id}.wandb").read_bytes()
-    assert b"rl_step" in data and b"rewards/sum" in data
+    assert wait_for_records(dirs[1] / f"run-{run_id}.wandb", (b"rl_step", b"rewards/sum"))
 
 
 def test_two_jobs_in_one_process_get_two_runs(tmp_path: Path, offline: None) -> None:
