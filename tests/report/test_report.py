@@ -135,3 +135,15 @@ def test_long_runs_are_thinned_and_winner_samples_shown(sweep) -> None:
     page = render(sweep)
     samples = re.search(r'<table id="samples">.*?</table>', page, flags=re.S)
     assert samples is not None and samples.group(0).count("<tr>") == 4  # header + 3 samples of the winner
+
+
+def test_sweep_dir_without_manifest_is_read_job_by_job(tmp_path: Path) -> None:
+    import shutil
+
+    plain = tmp_path / "multirun"
+    shutil.copytree(FIXTURE, plain)
+    (plain / "sweep.json").unlink()
+    sweep = load([str(plain)])
+    assert [r.dir.rsplit("/", 1)[-1] for r in sweep.runs] == ["0", "1", "2", "3", "4"]
+    assert sweep.swept_keys == ["trainer.learning_rate", "seed"]
+    assert [len(r.runs) for r in analyze.rows(sweep)] == [2, 2, 1]
