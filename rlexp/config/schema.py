@@ -197,21 +197,6 @@ class SweepConfig:
     direction: str = "maximize"  # how the objective ranks runs in reports: maximize | minimize
     report: bool = True  # write <sweep dir>/report.html when the multirun ends
     progress: bool = True  # print the sweep table as jobs start and end
-    group: str | None = None  # null: the sweep's group (sweep.json "group"); a single run has none
-    job_type: str | None = None  # null: "<trainer.algorithm>-train"
-    dir: str | None = None  # local folder for the backend's files; null: the run dir
-
-
-@dataclass
-class SweepConfig:
-    """Multirun bookkeeping: sweep.json manifest, resume, progress table and the end-of-sweep report."""
-
-    name: str | None = None  # sweep name (presets set it); null: run_name. wandb group = <name>-<sweep dir name>
-    resume: bool = False  # re-run only the jobs of this sweep dir (hydra.sweep.dir=...) not completed yet
-    dir: str | None = None  # sweep root for sweep.json (may be gs://); null: hydra.sweep.dir
-    direction: str = "maximize"  # how the objective ranks runs in reports: maximize | minimize
-    report: bool = True  # write <sweep dir>/report.html when the multirun ends
-    progress: bool = True  # print the sweep table as jobs start and end
 
 
 @dataclass
@@ -244,7 +229,6 @@ class RlexpConfig:
     run_name: str = "rlexp"
     objective: str = "eval.after.pass_at_1"  # summary.json key returned to Hydra sweepers
     output_dir: str | None = None  # where run files go (local path or gs://); null = Hydra's run dir
-    sweep: SweepConfig = field(default_factory=SweepConfig)
     sweep: SweepConfig = field(default_factory=SweepConfig)
     compile_cache: CompileCacheConfig = field(default_factory=CompileCacheConfig)
     validate: ValidateConfig = field(default_factory=ValidateConfig)
