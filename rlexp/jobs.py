@@ -1,0 +1,144 @@
+"""`python -m rlexp.jobs`: follow what the GKE launcher submitted.
+
+    python -m rlexp.jobs status <sweep or run dir>     table: job, JobSet, state, restarts, age
+    python -m rlexp.jobs logs <JobSet name | job dir>   stream the rlexp container of the head pod
+    python -m rlexp.jobs cancel <JobSet name | job or sweep dir>
+
+Jobs are found through the `launcher.json` each job's output dir holds (JobSet name, namespace, kube context).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from rlexp.errors import RlexpError
+
+
+@dataclass
+class Handle:
+    job: str  # the job's dir relative to the given dir ("." for a single run), or the name given
+    name: str
+    namespace: str
+    context: str | None
+
+
+def find_handles(target: str, namespace: str = "default", context: str | None = None) -> list[Handle]:
+    """JobSets of a run or sweep dir (from launcher.json files), or the one JobSet named."""
+    root = Path(target)
+    if not root.exists():
+        return [Handle(target, target, namespace, context)]
+    records = [root / "launcher.json"] if (root / "launcher.json").exists() else sorted(root.glob("**/launcher.json"))
+    handles = []
+    for path in records:
+        rec = json.loads(path.read_text())
+        if rec.get("launcher") != "gke":
+            continue
+        rel = str(path.parent.relative_to(root)) if path.parent != root else "."
+        handles.append(Handle(rel, rec["handle"], rec.get("namespace", namespace), context or rec.get("context")))
+    if not handles:
+        raise RlexpError(
+            f"{target}: no launcher.json from the GKE launcher below it; give a run/sweep dir or a JobSet name"
+        )
+    handles.sort(key=lambda h: (len(h.job), h.job))
+    return handles
+
+
+def _age(created: str | None, now: float) -> str:
+    if not created:
+        return "-"
+    t = datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp()
+    s = max(0, int(now - t))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= size:
+            return f"{s // size}{unit}"
+    return f"{s}s"
+
+
+def status_rows(handles: list[Handle]) -> list[tuple[str, str, str, str, str]]:
+    from rlexp.launch.k8s import connect, jobset_state
+
+    clusters: dict[str | None, object] = {}
+    rows = []
+    now = time.time()
+    for h in handles:
+        cluster = clusters.setdefault(h.context, connect(h.context))
+        obj = cluster.get_jobset(h.name, h.namespace)  # type: ignore[attr-defined]
+        state = jobset_state(obj)
+        restarts = str((obj or {}).get("status", {}).get("restarts", 0)) if obj else "-"
+        age = _age((obj or {}).get("metadata", {}).get("creationTimestamp"), now) if obj else "-"
+        rows.append((h.job, h.name, state, restarts, age))
+    return rows
+
+
+def format_table(
+    rows: list[tuple[str, ...]], header: tuple[str, ...] = ("JOB", "JOBSET", "STATE", "RESTARTS", "AGE")
+) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [header, *rows]
+    )
+
+
+def cmd_status(a: argparse.Namespace) -> int:
+    print(format_table(status_rows(find_handles(a.target, a.namespace, a.context))))
+    return 0
+
+
+def cmd_logs(a: argparse.Namespace) -> int:
+    from rlexp.launch.k8s import connect
+
+    handles = find_handles(a.target, a.namespace, a.context)
+    if len(handles) != 1:
+        raise RlexpError(f"{a.target} holds {len(handles)} jobs; give one job dir or JobSet name")
+    h = handles[0]
+    cluster = connect(h.context)
+    pod = cluster.head_pod(h.name, h.namespace)
+    if pod is None:
+        raise RlexpError(f"JobSet {h.name} has no pod with an rlexp container yet (pending?); try again later")
+    for chunk in cluster.stream_logs(pod, h.namespace, follow=not a.no_follow):
+        sys.stdout.write(chunk.decode(errors="replace"))
+        sys.stdout.flush()
+    return 0
+
+
+def cmd_cancel(a: argparse.Namespace) -> int:
+    from rlexp.launch.k8s import connect
+
+    clusters: dict[str | None, object] = {}
+    for h in find_handles(a.target, a.namespace, a.context):
+        cluster = clusters.setdefault(h.context, connect(h.context))
+        deleted = cluster.delete_jobset(h.name, h.namespace)  # type: ignore[attr-defined]
+        print(f"{h.name}: {'cancelled' if deleted else 'not found (finished and cleaned up, or never submitted)'}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m rlexp.jobs", description="Follow JobSets submitted by rlexp's GKE launcher."
+    )
+    ap.add_argument(
+        "--context", default=None, help="kube context (default: the one recorded at submission, else current)"
+    )
+    ap.add_argument("--namespace", default="default", help="namespace for bare JobSet names")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("status", help="table of a run's or sweep's JobSets").add_argument("target")
+    logs = sub.add_parser("logs", help="stream the rlexp container of the head pod")
+    logs.add_argument("target")
+    logs.add_argument("--no-follow", action="store_true")
+    sub.add_parser("cancel", help="delete the JobSet(s) of a job, run or sweep").add_argument("target")
+    a = ap.parse_args(argv)
+    try:
+        return {"status": cmd_status, "logs": cmd_logs, "cancel": cmd_cancel}[a.cmd](a)
+    except RlexpError as err:
+        print(f"rlexp.jobs: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,275 @@
+"""GKE launcher core: check every job, render one JobSet each, then dry-run (write) or submit (and wait).
+
+Both the Hydra launcher plugin (`-m` sweeps) and the single-run form (`python -m rlexp slice=v6e-32`) end in
+`run_jobs`, so one run and a sweep of a thousand go through the same checks, names and manifests. Nothing is
+submitted until every job has passed its checks and rendered a valid manifest.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+from omegaconf import DictConfig, OmegaConf
+
+from rlexp.errors import ConfigError, RlexpError
+from rlexp.launch import preflight
+from rlexp.launch.check import check_jobset
+from rlexp.launch.manifest import PLACEHOLDER_ROOT, JobSpec, render
+from rlexp.launch.names import check_name, job_name, unique_names
+from rlexp.launch.settings import GkeLauncherConf
+from rlexp.launch.slices import tpu_slice
+
+log = logging.getLogger(__name__)
+
+
+class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
+    """Plain YAML for humans and kubectl: no &anchors for env entries shared between containers."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+@dataclass
+class Job:
+    """One composed job: its overrides, task config (no `hydra` node), Hydra config and output dir."""
+
+    idx: int
+    overrides: list[str]
+    cfg: DictConfig
+    hydra_cfg: DictConfig
+    out_dir: Path
+    raw: dict | None = None  # cfg as plain dicts (interpolations kept / resolved), when the composer has them
+    resolved: dict | None = None
+
+
+@dataclass
+class Rendered:
+    job: Job
+    name: str
+    output_dir: str
+    manifest: dict
+    typed: Any  # the RlexpConfig the pod will compose
+    resolved: dict  # the same, as saved for audit
+
+
+def settings(params: Any) -> GkeLauncherConf:
+    """The launcher's `hydra.launcher` node (or kwargs) as a typed GkeLauncherConf."""
+    if isinstance(params, DictConfig):
+        params = OmegaConf.to_container(params, resolve=True)
+    names = {f.name for f in fields(GkeLauncherConf)}
+    unknown = set(params) - names
+    if unknown:
+        raise ConfigError(
+            "hydra.launcher", sorted(unknown), f"unknown launcher keys; use {sorted(names - {'_target_'})}"
+        )
+    return GkeLauncherConf(**{k: v for k, v in params.items() if k in names})
+
+
+def prepare(jobs: Sequence[Job], conf: GkeLauncherConf) -> list[Rendered]:
+    """Checks, names and manifests for every job; raises on the first problem, before any submission."""
+    from rlexp.launch.compose import typed_config
+
+    if not conf.dry_run and not conf.output_root:
+        raise ConfigError(
+            "hydra.launcher.output_root",
+            None,
+            "set a gs:// root for run dirs (or env RLEXP_OUTPUT_ROOT), or add hydra.launcher.dry_run=true",
+        )
+    root = (conf.output_root or PLACEHOLDER_ROOT).rstrip("/")
+    shared = preflight.SharedChecks(allow_downloads=False)
+    out: list[Rendered] = []
+    for job in jobs:
+        try:
+            resolved = job.resolved if job.resolved is not None else OmegaConf.to_container(job.cfg, resolve=True)
+            typed = typed_config(resolved)
+            preflight.check_job(typed, conf.pathways)
+            if conf.preflight:
+                shared.run_once(typed, job.cfg, job.out_dir)
+            tpu = tpu_slice(typed.slice.name, typed.slice.topology)
+            name = job_name(typed.run_name, job.overrides, conf.name_prefix)
+            check_name(name)
+            output_dir = typed.output_dir or f"{root}/{name}"
+            args = list(job.overrides)
+            if not any(a.split("=", 1)[0].lstrip("+~") == "output_dir" for a in args):
+                args.append(f"output_dir={output_dir}")
+            spec = JobSpec(
+                name=name,
+                slice=tpu,
+                num_slices=typed.slice.num_slices,
+                args=args,
+                output_dir=output_dir,
+                run_name=typed.run_name,
+                labels={"rlexp.dev/slice": typed.slice.name},
+            )
+            manifest = render(spec, conf)
+            check_jobset(manifest, tpu, typed.slice.num_slices)
+        except ConfigError as err:
+            if len(jobs) == 1:
+                raise
+            raise ConfigError(err.key, err.value, f"{err.fix} [job {job.idx}: {' '.join(job.overrides)}]") from None
+        out.append(Rendered(job, name, output_dir, manifest, typed, resolved))
+    unique_names([r.name for r in out], [r.job.overrides for r in out])
+    shared.report()
+    return out
+
+
+def _write_job_files(r: Rendered, conf: GkeLauncherConf, state: str, context: str | None) -> Path:
+    d = r.job.out_dir
+    (d / ".hydra").mkdir(parents=True, exist_ok=True)
+    path = d / "jobset.yaml"
+    path.write_text(yaml.dump(r.manifest, Dumper=_Dumper, sort_keys=False))
+    # what the pod will compose, resolved: the audit copy of the run's config
+    (d / "config.resolved.yaml").write_text(yaml.dump(r.resolved, Dumper=_Dumper, sort_keys=False))
+    hydra_files = d / ".hydra" / "overrides.yaml"
+    if not hydra_files.exists():
+        hydra_files.write_text(yaml.dump(list(r.job.overrides), Dumper=_Dumper))
+        raw = r.job.raw if r.job.raw is not None else OmegaConf.to_container(r.job.cfg, resolve=False)
+        (d / ".hydra" / "config.yaml").write_text(yaml.dump(raw, Dumper=_Dumper, sort_keys=False))
+    record = {
+        "launcher": "gke",
+        "handle": r.name,
+        "namespace": conf.namespace,
+        "context": context,
+        "state": state,
+        "output_dir": r.output_dir,
+        "manifest": path.name,
+        "overrides": list(r.job.overrides),
+        "submitted_at": time.time(),
+    }
+    (d / "launcher.json").write_text(json.dumps(record, indent=1))
+    return path
+
+
+def run_jobs(jobs: Sequence[Job], conf: GkeLauncherConf) -> list[Any]:
+    """Prepare every job, then write (dry run) or submit them; returns one Hydra JobReturn per job."""
+    t0 = time.perf_counter()
+    rendered = prepare(jobs, conf)
+    if conf.dry_run:
+        for r in rendered:
+            path = _write_job_files(r, conf, "dry-run", conf.context)
+            print(f"rlexp: dry run: {r.name} -> {path}")
+        dt = time.perf_counter() - t0
+        print(f"rlexp: rendered {len(rendered)} JobSet(s) in {dt:.2f}s; submit by dropping hydra.launcher.dry_run=true")
+        return [_job_return(r, "COMPLETED", str(r.job.out_dir / "jobset.yaml")) for r in rendered]
+    from rlexp.launch.k8s import connect
+
+    cluster = connect(conf.context)
+    states = {}
+    for r in rendered:
+        created = cluster.create_jobset(r.manifest)
+        states[r.name] = "submitted" if created else "exists"
+        _write_job_files(r, conf, states[r.name], cluster.context)
+        verb = "submitted" if created else "already exists (submitted before; not duplicated)"
+        print(f"rlexp: {r.name} {verb} [{cluster.context}/{conf.namespace}] -> {r.output_dir}")
+    if not conf.wait:
+        return [
+            _job_return(r, "COMPLETED", {"jobset": r.name, "state": states[r.name], "output_dir": r.output_dir})
+            for r in rendered
+        ]
+    return wait_all(cluster, rendered, conf)
+
+
+def wait_all(cluster: Any, rendered: Sequence[Rendered], conf: GkeLauncherConf) -> list[Any]:
+    """Poll every JobSet until Completed/Failed (or wait_timeout_s), then map states to JobReturns."""
+    from rlexp.launch.k8s import jobset_state
+
+    final: dict[str, str] = {}
+    deadline = time.monotonic() + conf.wait_timeout_s if conf.wait_timeout_s > 0 else None
+    while True:
+        for r in rendered:
+            if r.name not in final:
+                state = jobset_state(cluster.get_jobset(r.name, conf.namespace))
+                if state in ("Completed", "Failed", "NotFound"):
+                    final[r.name] = state
+                    print(f"rlexp: {r.name} {state}")
+        if len(final) == len(rendered) or (deadline is not None and time.monotonic() > deadline):
+            break
+        time.sleep(conf.poll_s)
+    out = []
+    for r in rendered:
+        state = final.get(r.name, "Timeout")
+        if state == "Completed":
+            out.append(_job_return(r, "COMPLETED", _objective(r)))
+        else:
+            why = f"JobSet {r.name} {state.lower()}" + (
+                f" after {conf.wait_timeout_s:.0f}s" if state == "Timeout" else ""
+            )
+            out.append(_job_return(r, "FAILED", RuntimeError(f"{why}; logs: python -m rlexp.jobs logs {r.name}")))
+    return out
+
+
+def _objective(r: Rendered) -> Any:
+    """The run's objective from summary.json under its output dir, when readable from here."""
+    try:
+        import fsspec
+
+        with fsspec.open(f"{r.output_dir}/summary.json") as f:
+            summary = json.load(f)
+        value: Any = summary
+        for part in str(r.job.cfg.get("objective", "")).split("."):
+            value = value[part]
+        return value
+    except Exception:  # no gcsfs or no summary yet: return the submission record instead
+        return {"jobset": r.name, "state": "Completed", "output_dir": r.output_dir}
+
+
+def _job_return(r: Rendered, status: str, value: Any) -> Any:
+    from hydra.core.utils import JobReturn, JobStatus
+
+    ret = JobReturn(
+        overrides=list(r.job.overrides),
+        cfg=r.job.cfg,
+        hydra_cfg=r.job.hydra_cfg,
+        working_dir=str(r.job.out_dir),
+        task_name=str(r.job.hydra_cfg.hydra.job.name) if "hydra" in r.job.hydra_cfg else "rlexp",
+        status=JobStatus[status],
+    )
+    ret.return_value = value
+    return ret
+
+
+def launch_sweep(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Any]:
+    """Hydra `Launcher.launch`: compose every job like BasicLauncher, then `run_jobs`."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.core.utils import configure_log, setup_globals
+
+    setup_globals()
+    configure_log(launcher.config.hydra.hydra_logging, launcher.config.hydra.verbose)
+    conf = settings(launcher.params)
+    from rlexp.launch.compose import SweepComposer
+
+    HydraConfig.instance().set_config(launcher.config)  # for `${hydra:...}` in task configs
+    composer = SweepComposer(launcher.hydra_context.config_loader, launcher.config)
+    jobs = []
+    for i, overrides in enumerate(job_overrides):
+        idx = initial_job_idx + i
+        c = composer.compose(overrides, idx)
+        jobs.append(Job(idx, list(overrides), c.task, c.hydra, c.out_dir, c.raw, c.resolved))
+    Path(str(launcher.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
+    return run_jobs(jobs, conf)
+
+
+def launch_single(cfg: DictConfig) -> Any:
+    """The single-run form (`python -m rlexp slice=v6e-32`, no -m): the same path as a sweep of one."""
+    from hydra.core.hydra_config import HydraConfig
+
+    hc = HydraConfig.get()
+    conf = settings(hc.launcher)
+    job = Job(0, list(hc.overrides.task), cfg, OmegaConf.create({"hydra": hc}), Path(hc.runtime.output_dir))
+    (ret,) = run_jobs([job], conf)
+    if ret.status.name == "FAILED":
+        raise RlexpError(str(ret._return_value))
+    sys.stdout.flush()
+    return ret._return_value
+
+
+def is_remote(hydra_launcher_target: str) -> bool:
+    return hydra_launcher_target.endswith("GkeLauncher")

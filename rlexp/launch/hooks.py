@@ -1,0 +1,56 @@
+"""The two places `python -m rlexp` meets a cluster (called from rlexp.main.run).
+
+On the laptop, a single run whose launcher is remote (a TPU slice selects `gke`) is submitted through the
+launcher code instead of training here. Inside the pod or Slurm job, JAX is initialised for the cluster and
+the resolved config is saved next to the run's files (the trainer checkpoints on SIGTERM).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from rlexp.errors import RlexpError
+from rlexp.launch.manifest import IN_CLUSTER_ENV
+
+
+def in_cluster_job() -> bool:
+    return bool(os.environ.get(IN_CLUSTER_ENV)) or "SUBMITIT_EXECUTOR" in os.environ
+
+
+def launch_remotely(cfg: DictConfig) -> tuple[bool, Any]:
+    """(True, result) when this single run was handed to a remote launcher, else (False, None)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if in_cluster_job() or not HydraConfig.initialized():
+        return False, None
+    hc = HydraConfig.get()
+    if hc.mode != RunMode.RUN:
+        return False, None
+    target = str(hc.launcher.get("_target_", ""))
+    if target.endswith("GkeLauncher"):
+        from rlexp.launch.gke import launch_single
+
+        return True, launch_single(cfg)
+    if "submitit" in target:
+        raise RlexpError("Slurm submission runs through Hydra's multirun: add -m (one job per override combination)")
+    return False, None
+
+
+def prepare_in_job(cfg: DictConfig) -> str:
+    """Cluster-side setup before training; returns how JAX was initialised."""
+    if not in_cluster_job():
+        return "local"
+    from rlexp.launch.distributed import initialize
+
+    how = initialize()  # SIGTERM -> checkpoint is the trainer's (rlexp.train.hooks)
+    out = cfg.get("output_dir")
+    if out and os.environ.get("JAX_PROCESS_ID", os.environ.get("SLURM_PROCID", "0")) == "0":
+        import fsspec
+
+        with fsspec.open(f"{str(out).rstrip('/')}/config.resolved.yaml", "w") as f:
+            f.write(OmegaConf.to_yaml(cfg, resolve=True))
+    return how

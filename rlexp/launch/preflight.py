@@ -1,0 +1,115 @@
+"""The checks a launcher runs before it submits anything.
+
+Per job (cheap, no downloads): the config rules (`rlexp.config.validate`), the mesh against the slice, the
+memory estimate. Once per distinct model/data combination of a sweep: the project's preflight
+(`rlexp.validate.preflight`) with downloads disabled, so it checks the tokenizer, data and weights only when
+they are at hand and says what it skipped. A dry run therefore needs neither weights nor network.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from rlexp.config.schema import RlexpConfig
+from rlexp.config.validate import resolve_mesh, validate
+from rlexp.errors import ConfigError, RlexpError
+from rlexp.launch.slices import TPU_TOPOLOGIES
+
+log = logging.getLogger(__name__)
+
+
+def check_job(cfg: RlexpConfig, pathways: bool = True) -> None:
+    """Config rules and slice fit; raises ConfigError before anything is rendered."""
+    s = cfg.slice
+    if s.kind != "tpu":
+        raise ConfigError(
+            "slice",
+            s.name,
+            f"the GKE launcher runs TPU slices ({', '.join(TPU_TOPOLOGIES)}); use hydra/launcher=basic for {s.name}",
+        )
+    validate(cfg)  # includes resolve_mesh: fsdp x tp must equal the slice's trainer devices
+    fsdp, tp = resolve_mesh(s)
+    if s.rollout_devices and s.rollout_devices % tp:
+        raise ConfigError("slice.rollout_devices", s.rollout_devices, f"must be a multiple of slice.mesh.tp={tp}")
+    if not pathways and s.num_slices > 1:
+        raise ConfigError(
+            "slice.num_slices", s.num_slices, "multislice needs Pathways: keep hydra.launcher.pathways=true"
+        )
+    if s.num_slices < 1:
+        raise ConfigError("slice.num_slices", s.num_slices, "use 1 or more slices")
+    try:
+        from rlexp.models.memory import check_fits
+    except ImportError:
+        return
+    check_fits(cfg)
+
+
+class SharedChecks:
+    """Runs the expensive preflight and prints the memory estimate once per distinct model/data/slice."""
+
+    def __init__(self, allow_downloads: bool = False) -> None:
+        self.allow_downloads = allow_downloads
+        self.done: dict[tuple, dict] = {}
+        self.skipped: set[str] = set()
+        self.estimates: dict[tuple, str] = {}
+
+    def run_once(self, cfg: RlexpConfig, raw: Any, out_dir: Path) -> None:
+        self._estimate(cfg)
+        key = (
+            repr(raw.get("model")),
+            repr(raw.get("dataset")),
+            repr(raw.get("chat_template")),
+            repr(raw.get("reward")),
+        )
+        if key in self.done:
+            return
+        try:
+            from rlexp.validate import preflight
+        except ImportError:
+            self.done[key] = {}
+            return
+        out_dir.mkdir(parents=True, exist_ok=True)
+        result = preflight(cfg, str(out_dir), allow_downloads=self.allow_downloads) or {}
+        self.done[key] = result
+        for item in _skipped(result):
+            self.skipped.add(item)
+        failed = [c for c in result.get("checks", []) if isinstance(c, dict) and c.get("status") == "failed"]
+        if failed or result.get("ok") is False:
+            what = "; ".join(f"{c.get('name')}: {c.get('detail') or c.get('message') or 'failed'}" for c in failed)
+            raise RlexpError(
+                f"preflight failed ({what or 'see validation.json'}); details in {out_dir}/validation.json"
+            )
+
+    def _estimate(self, cfg: RlexpConfig) -> None:
+        key = (cfg.model.name, cfg.slice.name, cfg.slice.mesh.fsdp, cfg.slice.mesh.tp, cfg.trainer.lora.rank)
+        if key in self.estimates:
+            return
+        try:
+            from rlexp.models.memory import estimate_memory, format_estimate
+        except ImportError:
+            self.estimates[key] = ""
+            return
+        self.estimates[key] = format_estimate(estimate_memory(cfg))
+
+    def report(self) -> None:
+        for line in self.estimates.values():
+            if line:
+                print(f"rlexp: {line}")
+        if self.skipped:
+            print("rlexp: preflight skipped (not downloaded here): " + "; ".join(sorted(self.skipped)))
+
+
+def _skipped(result: dict) -> list[str]:
+    """Checks the preflight skipped, from its validation.json-style dict (tolerant of its exact layout)."""
+    out = []
+    skipped = result.get("skipped")
+    if isinstance(skipped, list):
+        out += [str(s) for s in skipped]
+    elif isinstance(skipped, dict):
+        out += [f"{k}: {v}" for k, v in skipped.items()]
+    for c in result.get("checks", []) if isinstance(result.get("checks"), list) else []:
+        if isinstance(c, dict) and c.get("status") == "skipped":
+            out.append(f"{c.get('name', '?')}: {c.get('reason', c.get('detail', ''))}")
+    return out

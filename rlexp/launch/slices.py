@@ -1,0 +1,209 @@
+"""Hardware slices: the TPU table (GKE labels, machine types, Pathways instance types) and GPU node shapes.
+
+A TPU slice YAML names only the slice and its topology; every derived value (chips, VMs, chips per VM,
+accelerator label, machine type, Pathways instance type, devices, rollout split) is computed here and
+reaches the config through the `rlexp.tpu` resolver, so nothing is typed twice. Pure Python, no JAX.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from rlexp.errors import ConfigError
+
+# generation -> (GKE accelerator label, machine type for 4-chip VMs, 1-chip VMs, Pathways instance prefix,
+#                TPU name counts TensorCores (2 per chip) rather than chips)
+_GENERATIONS: dict[str, tuple[str, str, str | None, str, bool]] = {
+    "v5p": ("tpu-v5p-slice", "ct5p-hightpu-4t", None, "tpuv5", True),
+    "v6e": ("tpu-v6e-slice", "ct6e-standard-4t", "ct6e-standard-1t", "tpuv6e", False),
+    "v5litepod": ("tpu-v5-lite-podslice", "ct5lp-hightpu-4t", "ct5lp-hightpu-1t", "tpuv5e", False),
+}
+
+# The slices rlexp ships (conf/slice/<name>.yaml); topology per xpk's system characteristics.
+TPU_TOPOLOGIES: dict[str, str] = {
+    "v5p-8": "2x2x1",
+    "v5p-16": "2x2x2",
+    "v5p-32": "2x2x4",
+    "v5p-64": "2x4x4",
+    "v5p-128": "4x4x4",
+    "v5p-256": "4x4x8",
+    "v6e-1": "1x1",
+    "v6e-4": "2x2",
+    "v6e-8": "2x4",
+    "v6e-16": "4x4",
+    "v6e-32": "4x8",
+    "v6e-64": "8x8",
+    "v6e-128": "8x16",
+    "v6e-256": "16x16",
+    "v5litepod-8": "2x4",
+    "v5litepod-16": "4x4",
+    "v5litepod-32": "4x8",
+    "v5litepod-64": "8x8",
+    "v5litepod-128": "8x16",
+    "v5litepod-256": "16x16",
+}
+
+# Slurm GPU slices: name -> (nodes, GPUs per node, GPU type, HBM GiB per GPU)
+GPU_SLICES: dict[str, tuple[int, int, str, float]] = {
+    "h200": (1, 1, "h200", 141.0),
+    "gpu-8xh200": (1, 8, "h200", 141.0),
+    "gpu-2x8xh200": (2, 8, "h200", 141.0),
+}
+
+HBM_GIB_PER_CHIP = {"v5p": 95.0, "v6e": 32.0, "v5litepod": 16.0}
+
+
+@dataclass(frozen=True)
+class TpuSlice:
+    """Everything a launcher needs to know about one TPU slice, derived from its name and topology."""
+
+    name: str
+    generation: str
+    topology: str
+    chips: int
+    chips_per_vm: int
+    vms: int
+    accelerator: str
+    machine_type: str
+    instance_type: str  # Pathways resource manager --instance_type
+    hbm_gib_per_chip: float
+
+    @property
+    def trainer_rollout_split(self) -> tuple[int, int]:
+        """Multi-host slices give half the chips to rollout (MaxText's 0.5/0.5); one VM colocates."""
+        rollout = self.chips // 2 if self.vms >= 2 else 0
+        return self.chips - rollout, rollout
+
+
+def generation_of(name: str) -> str:
+    gen, _, count = name.rpartition("-")
+    if gen not in _GENERATIONS or not count.isdigit():
+        raise ConfigError(
+            "slice.name", name, f"TPU slices are <generation>-<count> with generation in {sorted(_GENERATIONS)}"
+        )
+    return gen
+
+
+def tpu_slice(name: str, topology: str | None = None) -> TpuSlice:
+    """Derive a TPU slice from its name (and topology, which defaults to the table's)."""
+    gen = generation_of(name)
+    topology = topology or TPU_TOPOLOGIES.get(name)
+    if not topology:
+        raise ConfigError("slice.topology", topology, f"give the topology of {name}, e.g. 4x8")
+    try:
+        dims = [int(d) for d in topology.split("x")]
+    except ValueError:
+        raise ConfigError("slice.topology", topology, "use dimensions joined by x, e.g. 4x8 or 2x4x4") from None
+    chips = math.prod(dims)
+    label, machine4, machine1, prefix, counts_cores = _GENERATIONS[gen]
+    named = int(name.rpartition("-")[2])
+    expected = chips * 2 if counts_cores else chips
+    if named != expected:
+        raise ConfigError(
+            "slice.topology",
+            topology,
+            f"{name} has {named // (2 if counts_cores else 1)} chips, {topology} has {chips}",
+        )
+    chips_per_vm = 1 if chips == 1 else 4
+    machine = machine1 if chips_per_vm == 1 else machine4
+    if machine is None:
+        raise ConfigError("slice.topology", topology, f"{gen} has no single-chip VMs")
+    return TpuSlice(
+        name=name,
+        generation=gen,
+        topology=topology,
+        chips=chips,
+        chips_per_vm=chips_per_vm,
+        vms=chips // chips_per_vm,
+        accelerator=label,
+        machine_type=machine,
+        instance_type=f"{prefix}:{topology}",
+        hbm_gib_per_chip=HBM_GIB_PER_CHIP[gen],
+    )
+
+
+def _resolve_tpu(key: str, name: str, topology: str, num_slices: int = 1) -> object:
+    """OmegaConf resolver `${rlexp.tpu:<key>,${.name},${.topology},${.num_slices}}`."""
+    s = tpu_slice(str(name), str(topology) if topology else None)
+    if key == "devices":
+        return s.chips * int(num_slices)
+    if key == "rollout_devices":
+        return s.trainer_rollout_split[1] * int(num_slices)
+    return getattr(s, key)
+
+
+def register_slice_configs(cs: object) -> None:
+    """Register the `rlexp.tpu` resolver and the `slice/tpu_schema` base node used by every TPU slice YAML."""
+    from omegaconf import OmegaConf
+
+    from rlexp.config.schema import SliceConfig
+
+    if not OmegaConf.has_resolver("rlexp.tpu"):
+        OmegaConf.register_new_resolver("rlexp.tpu", _resolve_tpu)
+    if not OmegaConf.has_resolver("rlexp.mul"):
+        OmegaConf.register_new_resolver("rlexp.mul", lambda a, b: int(a) * int(b))
+    node = OmegaConf.structured(SliceConfig)
+    node.kind = "tpu"
+    args = "${.name},${.topology},${.num_slices}"
+    for key in ("chips", "chips_per_vm", "vms", "accelerator", "machine_type", "instance_type", "devices"):
+        node[key] = f"${{rlexp.tpu:{key},{args}}}"
+    node.rollout_devices = f"${{rlexp.tpu:rollout_devices,{args}}}"
+    node.hbm_gib_per_device = f"${{rlexp.tpu:hbm_gib_per_chip,{args}}}"
+    cs.store(group="slice", name="tpu_schema", node=node)  # type: ignore[attr-defined]
+    # TPU slices select hydra/launcher=gke; register it here too, since Hydra may discover plugins lazily
+    from rlexp.launch.settings import GkeLauncherConf
+
+    cs.store(group="hydra/launcher", name="gke", node=GkeLauncherConf, provider="rlexp")  # type: ignore[attr-defined]
+
+
+def known_slices(conf_dir: str | Path) -> list[str]:
+    return sorted(p.stem for p in (Path(conf_dir) / "slice").glob("*.yaml"))
+
+
+def tpu_slice_yaml(name: str) -> str:
+    """The text of conf/slice/<name>.yaml (tests keep the files equal to this)."""
+    s = tpu_slice(name)
+    trainer, rollout = s.trainer_rollout_split
+    split = f"{trainer} trainer + {rollout} rollout chips" if rollout else "rollout colocated with the trainer"
+    return (
+        f"# TPU {name}: {s.topology}, {s.chips} chips on {s.vms} VM{'s' if s.vms > 1 else ''}, "
+        f"{split}; runs on GKE (Pathways).\n"
+        "# chips, VMs, labels, machine and Pathways instance type are derived (rlexp/launch/slices.py).\n"
+        "defaults:\n"
+        "  - tpu_schema\n"
+        "  - override /hydra/launcher@_global_.hydra.launcher: gke\n"
+        "  - _self_\n"
+        f"name: {name}\n"
+        f"topology: {s.topology}\n"
+        "mesh:\n"
+        "  fsdp: -1\n"
+        "  tp: 1\n"
+    )
+
+
+def gpu_slice_yaml(name: str) -> str:
+    nodes, per_node, gpu, hbm = GPU_SLICES[name]
+    where = (
+        "one local GPU"
+        if nodes * per_node == 1
+        else f"{nodes} node{'s' if nodes > 1 else ''} x {per_node} {gpu.upper()}"
+    )
+    how = "runs locally" if nodes * per_node == 1 else "submit with hydra/launcher=slurm"
+    return (
+        f"# {where} ({how}).\n"
+        "defaults:\n"
+        "  - slice_schema\n"
+        "  - _self_\n"
+        f"name: {name}\n"
+        "kind: gpu\n"
+        f"nodes: {nodes}\n"
+        f"gpus_per_node: {per_node}\n"
+        f"gpu_type: {gpu}\n"
+        "devices: ${rlexp.mul:${.nodes},${.gpus_per_node}}\n"
+        f"hbm_gib_per_device: {hbm}\n"
+        "mesh:\n"
+        "  fsdp: -1\n"
+        "  tp: 1\n"
+    )

@@ -1,0 +1,189 @@
+"""The Hydra GKE launcher: discovery, dry runs (single and multirun), JobReturns, checks before rendering."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rlexp.launch.check import check_jobset
+from rlexp.launch.slices import tpu_slice
+from tests.helpers import REPO
+from tests.launch.conftest import run_cli
+
+
+def test_plugin_is_discovered_and_registered() -> None:
+    from hydra.core.config_store import ConfigStore
+    from hydra.core.plugins import Plugins
+    from hydra.plugins.launcher import Launcher
+
+    assert "GkeLauncher" in [p.__name__ for p in Plugins.instance().discover(Launcher)]
+    assert "gke.yaml" in ConfigStore.instance().list("hydra/launcher")
+    assert not (REPO / "launchers" / "hydra_plugins" / "__init__.py").exists()  # namespace package
+
+
+@pytest.mark.parametrize(
+    ("model", "slice_name", "topology"), [("gemma4_e4b", "v6e-32", "4x8"), ("gpt_oss_20b", "v5p-64", "2x4x4")]
+)
+def test_single_run_dry_run_writes_a_valid_jobset(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
+    model: str,
+    slice_name: str,
+    topology: str,
+) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    run_dir = tmp_path / "run"
+    rc = run_cli(
+        monkeypatch, f"model={model}", f"slice={slice_name}", "hydra.launcher.dry_run=true", f"hydra.run.dir={run_dir}"
+    )
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert str(run_dir / "jobset.yaml") in out
+    assert "memory per chip" in out
+    js = yaml.safe_load((run_dir / "jobset.yaml").read_text())
+    check_jobset(js, tpu_slice(slice_name))
+    worker = js["spec"]["replicatedJobs"][1]["template"]["spec"]
+    assert worker["completions"] == 8
+    assert worker["template"]["spec"]["nodeSelector"]["cloud.google.com/gke-tpu-topology"] == topology
+    assert (run_dir / "config.resolved.yaml").exists() and (run_dir / "launcher.json").exists()
+    assert not (run_dir / "metrics.jsonl").exists()  # nothing trained on this machine
+
+
+def test_multirun_3x2_gives_6_distinct_manifests(tmp_path: Path, make_launcher: object) -> None:
+    sweep = tmp_path / "sweep"
+    launcher = make_launcher(sweep, "model=gemma4_e4b", "slice=v6e-32", "hydra.launcher.dry_run=true")  # type: ignore[operator]
+    # as Hydra's sweeper passes them: every task override of the command line, one value per swept key
+    jobs = [
+        ["model=gemma4_e4b", "slice=v6e-32", f"trainer.learning_rate={lr}", f"seed={s}"]
+        for lr in ("1e-06", "2e-06", "3e-06")
+        for s in (0, 1)
+    ]
+    rets = launcher.launch(jobs, initial_job_idx=0)
+    assert [r.status.name for r in rets] == ["COMPLETED"] * 6
+    texts = [(sweep / str(i) / "jobset.yaml").read_text() for i in range(6)]
+    assert len(set(texts)) == 6
+    names = {yaml.safe_load(t)["metadata"]["name"] for t in texts}
+    assert len(names) == 6 and all(len(n) <= 22 for n in names)
+    for i, r in enumerate(rets):
+        assert r.return_value == str(sweep / str(i) / "jobset.yaml")
+        assert r.overrides == jobs[i]
+        js = yaml.safe_load(texts[i])
+        args = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert args[:4] == jobs[i]
+
+
+def test_fast_composition_equals_hydras(tmp_path: Path, make_launcher: object) -> None:
+    """Jobs sharing a composition get exactly the config Hydra composes for them one by one."""
+    from omegaconf import OmegaConf, open_dict
+
+    from rlexp.launch.compose import SweepComposer
+
+    launcher = make_launcher(tmp_path, "model=gemma4_e4b", "slice=v6e-32", "hydra.launcher.dry_run=true")  # type: ignore[operator]
+    composer = SweepComposer(launcher.hydra_context.config_loader, launcher.config)
+    cases = [
+        ["model=gemma4_e4b", "slice=v6e-32", "trainer.learning_rate=3e-06", "seed=4"],
+        [
+            "model=gemma4_e4b",
+            "slice=v6e-32",
+            "trainer.learning_rate=1e-06",
+            "seed=5",
+            "trainer.max_completion_tokens=16",
+        ],
+        ["model=gpt_oss_20b", "slice=v6e-32", "trainer.beta=0.0"],
+        ["model=gemma4_e4b", "slice=v6e-32", "slice.mesh.tp=2", "trainer.beta=0.0"],
+        [
+            "model=gemma4_e4b",
+            "slice=v6e-32",
+            "slice.topology=4x8",
+            "seed=1",
+        ],  # an interpolation input: re-resolved per job
+    ]
+    for i, overrides in enumerate(cases):
+        fast = composer.compose(overrides, i)
+        full = launcher.hydra_context.config_loader.load_sweep_config(launcher.config, overrides)
+        with open_dict(full):
+            full.pop("hydra")
+        expected = OmegaConf.to_container(full, resolve=True)
+        assert fast.resolved == expected
+        assert OmegaConf.to_container(fast.task, resolve=True) == expected
+        assert list(fast.hydra.hydra.overrides.task) == overrides
+    assert composer.full_compositions < len(cases) + 1
+
+
+def test_mesh_that_does_not_fit_fails_before_rendering(tmp_path: Path, make_launcher: object) -> None:
+    from rlexp.errors import ConfigError
+
+    sweep = tmp_path / "sweep"
+    launcher = make_launcher(sweep, "model=gemma4_e4b", "slice=v6e-32", "hydra.launcher.dry_run=true")  # type: ignore[operator]
+    with pytest.raises(ConfigError, match="slice.mesh"):
+        launcher.launch(
+            [["model=gemma4_e4b", "slice=v6e-32", "seed=1"], ["model=gemma4_e4b", "slice=v6e-32", "slice.mesh.tp=3"]],
+            initial_job_idx=0,
+        )
+    assert not list(sweep.glob("*/jobset.yaml"))  # nothing rendered, not even the valid job
+
+
+def test_cpu_slice_is_refused_by_the_gke_launcher(tmp_path: Path, make_launcher: object) -> None:
+    from rlexp.errors import ConfigError
+
+    launcher = make_launcher(tmp_path, "slice=cpu", "hydra/launcher=gke", "hydra.launcher.dry_run=true")  # type: ignore[operator]
+    with pytest.raises(ConfigError, match="TPU slices"):
+        launcher.launch([["slice=cpu", "hydra/launcher=gke", "seed=1"]], initial_job_idx=0)
+
+
+def test_wait_mode_maps_jobset_conditions_to_job_returns(tmp_path: Path, make_launcher: object, api: object) -> None:
+    import threading
+
+    from tests.launch.fake_apiserver import FakeApiServer
+
+    assert isinstance(api, FakeApiServer)
+    launcher = make_launcher(  # type: ignore[operator]
+        tmp_path,
+        "model=gemma4_e4b",
+        "slice=v6e-32",
+        "hydra.launcher.wait=true",
+        "hydra.launcher.poll_s=0.05",
+        "hydra.launcher.output_root=gs://b/r",
+    )
+
+    def finish() -> None:  # the controller: one job completes, the other fails
+        while len(api.jobsets) < 2:
+            threading.Event().wait(0.02)
+        names = sorted(n for _, n in api.jobsets)
+        by_seed = {
+            api.jobsets[("default", n)]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"][
+                "containers"
+            ][0]["args"][0]: n
+            for n in names
+        }
+        api.set_state(by_seed["seed=1"], "Completed")
+        api.set_state(by_seed["seed=2"], "Failed", restarts=1)
+
+    t = threading.Thread(target=finish)
+    t.start()
+    rets = launcher.launch(
+        [["seed=1", "model=gemma4_e4b", "slice=v6e-32"], ["seed=2", "model=gemma4_e4b", "slice=v6e-32"]],
+        initial_job_idx=0,
+    )
+    t.join()
+    assert [r.status.name for r in rets] == ["COMPLETED", "FAILED"]
+    assert rets[0].return_value["state"] == "Completed"  # no summary reachable: the submission record
+    with pytest.raises(RuntimeError, match="failed"):
+        _ = rets[1].return_value
+
+
+def test_unknown_slice_lists_the_valid_ones() -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "rlexp", "slice=v6e-33", "hydra.launcher.dry_run=true"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
+    assert r.returncode != 0
+    assert "v6e-32" in r.stderr and "v5p-64" in r.stderr and "cpu" in r.stderr
