@@ -125,3 +125,16 @@ def test_hub_download_offline_is_one_actionable_line(monkeypatch, tmp_path):
     with pytest.raises(RlexpError) as err:
         download("google/gemma-4-E4B", cache_dir=str(tmp_path))
     assert "cannot download" in str(err.value) and "model.path=" in str(err.value)
+
+
+@pytest.mark.parametrize("family", ["gpt_oss", "gemma4"])
+def test_tiny_random_checkpoint_matches_its_option(family, tmp_path):
+    pytest.importorskip("torch")
+    from rlexp.models.families import read_hf_config
+    from rlexp.models.tiny_random import write
+
+    folder = write(family, tmp_path / family)
+    m = compose_conf([f"model={family}_tiny", f"model.path={folder}"]).model
+    check_model_option(m)
+    check_hf_config(m, read_hf_config(str(folder)), str(folder))
+    assert (folder / "tokenizer.json").is_file()

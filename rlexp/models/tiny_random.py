@@ -1,0 +1,105 @@
+"""`python -m rlexp.models.tiny_random {gpt_oss,gemma4} --out DIR`: a tiny random checkpoint in Hugging Face layout.
+
+Dimensions are those of conf/model/<family>_tiny.yaml; the weights come from `transformers`
+(PyTorch CPU, the `test` extra) with a fixed seed, and the tokenizer is the builtin tiny's
+character tokenizer, so `python -m rlexp model=<family>_tiny model.path=DIR` trains it on arith.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+from rlexp.errors import RlexpError
+
+BUILTIN_TOKENIZER = Path(__file__).resolve().parent / "builtin" / "tiny"
+SPECIAL = {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
+
+
+def hf_config(family: str):  # noqa: ANN201 - a transformers config
+    import transformers
+    from omegaconf import OmegaConf
+
+    from rlexp.main import CONF_DIR
+
+    opt = OmegaConf.load(Path(CONF_DIR) / "model" / f"{family}_tiny.yaml")
+    x = opt.extra
+    common = dict(
+        vocab_size=opt.vocab_size,
+        hidden_size=opt.embed_dim,
+        intermediate_size=opt.hidden_dim,
+        num_hidden_layers=opt.num_layers,
+        num_attention_heads=opt.num_heads,
+        num_key_value_heads=opt.num_kv_heads,
+        head_dim=opt.head_dim,
+        max_position_embeddings=opt.max_context,
+        tie_word_embeddings=bool(x.tie_word_embeddings),
+        **SPECIAL,
+    )
+    if family == "gpt_oss":
+        rope = {**OmegaConf.to_container(x.rope_scaling), "rope_theta": float(x.rope_theta)}
+        return transformers.GptOssConfig(
+            **common,
+            num_local_experts=x.num_experts,
+            num_experts_per_tok=x.experts_per_token,
+            sliding_window=x.sliding_window,
+            rope_parameters=rope,
+            rms_norm_eps=x.norm_eps,
+        )
+    period = int(x.sliding_window_pattern)
+    types = ["full_attention" if (i + 1) % period == 0 else "sliding_attention" for i in range(opt.num_layers)]
+    return transformers.Gemma4TextConfig(
+        **common,
+        vocab_size_per_layer_input=opt.vocab_size,
+        global_head_dim=x.global_head_dim,
+        hidden_size_per_layer_input=x.per_layer_input_dim,
+        num_kv_shared_layers=x.num_kv_shared_layers,
+        use_double_wide_mlp=bool(x.use_double_wide_mlp),
+        sliding_window=x.sliding_window,
+        layer_types=types,
+        final_logit_softcapping=x.final_logit_softcap,
+        rms_norm_eps=x.norm_eps,
+        rope_parameters={
+            "sliding_attention": {"rope_type": "default", "rope_theta": float(x.local_rope_theta)},
+            "full_attention": {
+                "rope_type": "proportional",
+                "partial_rotary_factor": float(x.global_rope_proportion),
+                "rope_theta": float(x.global_rope_theta),
+            },
+        },
+    )
+
+
+def write(family: str, out: Path, seed: int = 0) -> Path:
+    try:
+        import torch
+        import transformers
+    except ImportError as err:
+        raise RlexpError("tiny_random needs torch and transformers: pip install 'rlexp[test]'") from err
+    torch.manual_seed(seed)
+    model = transformers.AutoModelForCausalLM.from_config(hf_config(family), dtype=torch.float32)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out, safe_serialization=True)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(BUILTIN_TOKENIZER / name, out / name)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rlexp.models.tiny_random", description=__doc__.splitlines()[0])
+    parser.add_argument("family", choices=("gpt_oss", "gemma4"))
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    try:
+        print(write(args.family, Path(args.out), args.seed))
+    except RlexpError as err:
+        print(f"rlexp: error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
