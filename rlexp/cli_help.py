@@ -15,6 +15,10 @@ USAGE = """usage: python -m rlexp [group=option ...] [key=value ...] [-m] [--cfg
   python -m rlexp --cfg job                print the composed config without training
   python -m rlexp -m trainer.beta=0,0.04   a sweep (one job per value)
   python -m rlexp experiment=quick         apply an overlay from conf/experiment/
+  python -m rlexp slice=v6e-32 hydra.launcher.dry_run=true
+                                           a TPU slice submits a JobSet to GKE; dry_run writes it only
+  python -m rlexp -m slice=gpu-8xh200 hydra/launcher=slurm   submit to Slurm (submitit)
+  python -m rlexp.jobs status <run or sweep dir>             GKE jobs: status | logs | cancel
   python -m rlexp --hydra-help             Hydra's own flags
 """
 
@@ -35,7 +39,7 @@ def group_table(conf_dir: Path) -> str:
         if line.strip().startswith("- ") and ":" in line:
             group, _, opt = line.strip()[2:].partition(":")
             defaults[group.strip()] = opt.strip()
-    for group_dir in sorted(p for p in conf_dir.iterdir() if p.is_dir()):
+    for group_dir in sorted(p for p in conf_dir.iterdir() if p.is_dir() and p.name != "hydra"):
         group = group_dir.name
         lines.append(f"\n{group} (default: {defaults.get(group, '-')})")
         for opt in sorted(group_dir.glob("*.yaml")):

@@ -100,6 +100,8 @@ def prepare(jobs: Sequence[Job], conf: GkeLauncherConf) -> list[Rendered]:
             args = list(job.overrides)
             if not any(a.split("=", 1)[0].lstrip("+~") == "output_dir" for a in args):
                 args.append(f"output_dir={output_dir}")
+            if not any(a.startswith("hydra.mode=") for a in args):
+                args.append("hydra.mode=RUN")  # a sweep preset's MULTIRUN must not make the pod launch again
             spec = JobSpec(
                 name=name,
                 slice=tpu,

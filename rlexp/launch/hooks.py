@@ -47,6 +47,8 @@ def prepare_in_job(cfg: DictConfig) -> str:
     from rlexp.launch.distributed import initialize
 
     how = initialize()  # SIGTERM -> checkpoint is the trainer's (rlexp.train.hooks)
+    if os.environ.get("SUBMITIT_EXECUTOR") == "slurm" and os.environ.get("SLURM_PROCID", "0") == "0":
+        write_slurm_record()
     out = cfg.get("output_dir")
     if out and os.environ.get("JAX_PROCESS_ID", os.environ.get("SLURM_PROCID", "0")) == "0":
         import fsspec
@@ -54,3 +56,18 @@ def prepare_in_job(cfg: DictConfig) -> str:
         with fsspec.open(f"{str(out).rstrip('/')}/config.resolved.yaml", "w") as f:
             f.write(OmegaConf.to_yaml(cfg, resolve=True))
     return how
+
+
+def write_slurm_record() -> None:
+    """launcher.json in the job's output dir: which Slurm job ran it."""
+    import json
+    from pathlib import Path
+
+    from hydra.core.hydra_config import HydraConfig
+
+    job_id = os.environ.get("SLURM_ARRAY_JOB_ID") or os.environ.get("SLURM_JOB_ID", "?")
+    if os.environ.get("SLURM_ARRAY_TASK_ID"):
+        job_id = f"{job_id}_{os.environ['SLURM_ARRAY_TASK_ID']}"
+    out = Path(HydraConfig.get().runtime.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "launcher.json").write_text(json.dumps({"launcher": "slurm", "handle": job_id}, indent=1))

@@ -63,7 +63,7 @@ class Cluster:
         try:
             return fn(*args, _request_timeout=TIMEOUT, **kwargs)
         except ApiException as err:
-            if err.status == 404:
+            if err.status in (404, 409):  # not found / already exists: the caller decides
                 raise
             raise self._fail(err, what) from None
         except OSError as err:  # urllib3 MaxRetryError/NewConnectionError derive from OSError
@@ -153,12 +153,13 @@ def connect(context: str | None = None) -> Cluster:
             return Cluster(client.ApiClient(), "in-cluster")
         except config.ConfigException:
             pass
-    path = os.environ.get("KUBECONFIG", "~/.kube/config")
+    # read KUBECONFIG now: the client library reads it once, at import
+    path = os.environ.get("KUBECONFIG", os.path.expanduser("~/.kube/config"))
     try:
-        _contexts, active = config.list_kube_config_contexts()
+        _contexts, active = config.list_kube_config_contexts(config_file=path)
         name = context or active["name"]
         configuration = client.Configuration()
-        config.load_kube_config(context=name, client_configuration=configuration)
+        config.load_kube_config(config_file=path, context=name, client_configuration=configuration)
     except (config.ConfigException, FileNotFoundError, OSError, TypeError, KeyError) as err:
         tried = f"context '{context}'" if context else "the current context"
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
