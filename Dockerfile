@@ -4,6 +4,7 @@
 #   docker build --build-arg ACCELERATOR=tpu -t IMAGE .       TPU: jax[tpu] + pathwaysutils (GKE, Pathways)
 #   docker build --build-arg ACCELERATOR=cuda -t IMAGE .      NVIDIA GPUs: jax[cuda12] (Slurm, GKE GPU pools)
 # Secrets never enter the image: pods get HF_TOKEN / WANDB_API_KEY from a Kubernetes Secret at run time.
+# gcsfs: run files (metrics, summary, samples) go to gs:// output dirs through fsspec.
 ARG PYTHON_IMAGE=python:3.11-slim
 FROM ${PYTHON_IMAGE}
 
@@ -24,9 +25,9 @@ COPY conf ./conf
 # conf/sweep links to ../sweeps (the sweep presets)
 COPY sweeps ./sweeps
 RUN case "${ACCELERATOR}" in \
-      cpu)  pip install ".[${EXTRAS}]" ;; \
-      tpu)  pip install ".[${EXTRAS},tpu]" ;; \
-      cuda) pip install ".[${EXTRAS}]" "jax[cuda12]==0.10.2" ;; \
+      cpu)  pip install ".[${EXTRAS}]" gcsfs ;; \
+      tpu)  pip install ".[${EXTRAS},tpu]" gcsfs ;; \
+      cuda) pip install ".[${EXTRAS}]" "jax[cuda12]==0.10.2" gcsfs ;; \
       *)    echo "ACCELERATOR must be cpu, tpu or cuda, not ${ACCELERATOR}" >&2; exit 1 ;; \
     esac \
  && python -c "import rlexp, hydra_plugins.rlexp_launchers"

@@ -64,6 +64,7 @@ def test_copies_what_the_project_needs_and_installs_known_extras() -> None:
     assert set(default_extras.split(",")) <= extras and "tpu" in extras
     run = " ".join(a for w, a in instructions() if w == "RUN")
     assert '".[${EXTRAS},tpu]"' in run and "jax[cuda12]==" in run  # TPU and CUDA variants by build arg
+    assert run.count("gcsfs") == 3  # every variant writes gs:// run files through fsspec
     env = " ".join(a for w, a in instructions() if w == "ENV")
     assert "RLEXP_CONF_DIR=/opt/rlexp/conf" in env  # conf/ is not inside the installed package
 

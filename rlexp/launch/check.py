@@ -11,6 +11,7 @@ import copy
 import functools
 import gzip
 import json
+import re
 from pathlib import Path
 
 from rlexp.errors import RlexpError
@@ -21,6 +22,8 @@ from rlexp.launch.slices import TpuSlice
 SCHEMA_PATH = Path(__file__).parent / "schemas" / "jobset.v1alpha2.openAPIV3Schema.v0.12.0.json.gz"
 DNS_LABEL_MAX = 63
 METADATA_KEYS = {"name", "namespace", "labels", "annotations"}
+EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+VAR_REF = re.compile(r"(?<!\$)\$\(([A-Za-z_][A-Za-z0-9_]*)\)")  # $(VAR), not the escaped $$(VAR)
 
 
 class ManifestError(RlexpError):
@@ -70,7 +73,7 @@ def _pods(jobset: dict) -> list[tuple[str, dict, dict]]:
 
 
 def rule_errors(jobset: dict, tpu: TpuSlice | None = None, num_slices: int = 1) -> list[str]:
-    """Structural rules: names and label lengths, coordinator, Job/pod semantics, slice shape, secrets."""
+    """Structural rules: names and label lengths, coordinator, Job/pod semantics, slice shape, env, secrets."""
     errs: list[str] = []
     name = jobset["metadata"]["name"]
     spec = jobset["spec"]
@@ -79,70 +82,91 @@ def rule_errors(jobset: dict, tpu: TpuSlice | None = None, num_slices: int = 1) 
     rjobs = {rj["name"]: rj for rj in spec["replicatedJobs"]}
     coord = spec.get("coordinator")
     if coord:
-        rj = rjobs.get(coord["replicatedJob"])
-        if rj is None:
+        if coord["replicatedJob"] not in rjobs:
             errs.append(f"spec.coordinator.replicatedJob {coord['replicatedJob']!r}: no such replicatedJob")
         label = f"{name}-{coord['replicatedJob']}-{coord.get('jobIndex', 0)}-{coord.get('podIndex', 0)}.{name}"
         if len(label) > DNS_LABEL_MAX:
             errs.append(f"coordinator label {label!r} is {len(label)} > {DNS_LABEL_MAX} characters")
-    if spec.get("startupPolicy", {}).get("startupPolicyOrder") == "InOrder" and any(
-        "dependsOn" in r for r in rjobs.values()
-    ):
+    in_order = spec.get("startupPolicy", {}).get("startupPolicyOrder") == "InOrder"
+    if in_order and any("dependsOn" in r for r in rjobs.values()):
         errs.append("spec.startupPolicy: InOrder cannot be combined with dependsOn")
     for i, rule in enumerate(spec.get("failurePolicy", {}).get("rules", [])):
         if not rule.get("name"):
             errs.append(f"spec.failurePolicy.rules[{i}].name: required")
     tpu_chips = 0
     for rj_name, job, pod in _pods(jobset):
-        job_name = f"{name}-{rj_name}-{rjobs[rj_name]['replicas'] - 1}"
-        if len(job_name) > DNS_LABEL_MAX:
-            errs.append(f"Job name {job_name!r} is longer than {DNS_LABEL_MAX}")
         where = f"replicatedJobs[{rj_name}]"
-        restart = pod.get("restartPolicy", "OnFailure")
-        if restart not in ("Never", "OnFailure"):
-            errs.append(f"{where}: pod restartPolicy {restart!r} must be Never or OnFailure")
-        if "podFailurePolicy" in job and restart != "Never":
-            errs.append(f"{where}: podFailurePolicy needs pod restartPolicy Never")
-        if job.get("completions") != job.get("parallelism"):
-            errs.append(f"{where}: completions {job.get('completions')} != parallelism {job.get('parallelism')}")
-        if "template" in rjobs[rj_name] and "annotations" in job["template"].get("metadata", {}):
-            if "alpha.jobset.sigs.k8s.io/exclusive-topology" in job["template"]["metadata"]["annotations"]:
-                errs.append(f"{where}: exclusive-topology belongs on the JobSet or replicatedJob, not the pod template")
+        replicas = rjobs[rj_name]["replicas"]
+        if len(f"{name}-{rj_name}-{replicas - 1}") > DNS_LABEL_MAX:
+            errs.append(f"{where}: Job name {name}-{rj_name}-{replicas - 1} is longer than {DNS_LABEL_MAX}")
+        errs += _job_rules(job, pod, where)
         for c in pod.get("initContainers", []) + pod["containers"]:
-            _check_container(c, f"{where}.{c['name']}", errs)
+            errs += _container_rules(c, f"{where}.{c['name']}")
             tpus = c.get("resources", {}).get("limits", {}).get("google.com/tpu")
             if tpus is not None:
-                tpu_chips += int(tpus) * job["completions"] * rjobs[rj_name]["replicas"]
-                sel = pod.get("nodeSelector", {})
+                tpu_chips += int(tpus) * job["completions"] * replicas
                 if tpu is not None:
-                    if int(tpus) != tpu.chips_per_vm:
-                        errs.append(f"{where}: {tpus} TPUs per pod, slice {tpu.name} has {tpu.chips_per_vm} per VM")
-                    if job["completions"] != tpu.vms:
-                        errs.append(f"{where}: {job['completions']} pods per slice, slice {tpu.name} has {tpu.vms} VMs")
-                    if sel.get("cloud.google.com/gke-tpu-accelerator") != tpu.accelerator:
-                        errs.append(f"{where}: accelerator selector must be {tpu.accelerator}")
-                    if sel.get("cloud.google.com/gke-tpu-topology") != tpu.topology:
-                        errs.append(f"{where}: topology selector must be {tpu.topology}")
+                    errs += _tpu_pod_rules(int(tpus), job, pod, tpu, where)
             if c["name"] == "pathways-rm" and tpu is not None:
-                if f"--instance_type={tpu.instance_type}" not in c.get("args", []):
-                    errs.append(f"{where}: resource manager needs --instance_type={tpu.instance_type}")
-                if f"--instance_count={num_slices}" not in c.get("args", []):
-                    errs.append(f"{where}: resource manager needs --instance_count={num_slices}")
+                for arg in (f"--instance_type={tpu.instance_type}", f"--instance_count={num_slices}"):
+                    if arg not in c.get("args", []):
+                        errs.append(f"{where}: resource manager needs {arg}")
     if tpu is not None and tpu_chips != tpu.chips * num_slices:
         errs.append(f"TPU chips requested ({tpu_chips}) != slice chips ({tpu.chips} x {num_slices} slices)")
     return errs
 
 
-def _check_container(c: dict, where: str, errs: list[str]) -> None:
+def _job_rules(job: dict, pod: dict, where: str) -> list[str]:
+    """What batch/v1 validates only when the JobSet controller creates the child Jobs (too late to see)."""
+    errs = []
+    restart = pod.get("restartPolicy", "OnFailure")
+    if restart not in ("Never", "OnFailure"):
+        errs.append(f"{where}: pod restartPolicy {restart!r} must be Never or OnFailure")
+    if "podFailurePolicy" in job and restart != "Never":
+        errs.append(f"{where}: podFailurePolicy needs pod restartPolicy Never")
+    if job.get("completions") != job.get("parallelism"):
+        errs.append(f"{where}: completions {job.get('completions')} != parallelism {job.get('parallelism')}")
+    if EXCLUSIVE in job["template"].get("metadata", {}).get("annotations", {}):
+        errs.append(f"{where}: exclusive-topology belongs on the JobSet or replicatedJob, not the pod template")
+    return errs
+
+
+def _tpu_pod_rules(tpus: int, job: dict, pod: dict, tpu: TpuSlice, where: str) -> list[str]:
+    errs = []
+    sel = pod.get("nodeSelector", {})
+    if tpus != tpu.chips_per_vm:
+        errs.append(f"{where}: {tpus} TPUs per pod, slice {tpu.name} has {tpu.chips_per_vm} per VM")
+    if job["completions"] != tpu.vms:
+        errs.append(f"{where}: {job['completions']} pods per slice, slice {tpu.name} has {tpu.vms} VMs")
+    if sel.get("cloud.google.com/gke-tpu-accelerator") != tpu.accelerator:
+        errs.append(f"{where}: accelerator selector must be {tpu.accelerator}")
+    if sel.get("cloud.google.com/gke-tpu-topology") != tpu.topology:
+        errs.append(f"{where}: topology selector must be {tpu.topology}")
+    return errs
+
+
+def _container_rules(c: dict, where: str) -> list[str]:
+    errs = []
+    defined: set[str] = set()
     for e in c.get("env", []):
         if e["name"] in SECRET_KEYS and "value" in e:
             errs.append(f"{where}: {e['name']} must come from a secretKeyRef, not a literal value")
+        # Kubernetes leaves an undefined $(VAR) as literal text: a silent misconfiguration
+        for ref in VAR_REF.findall(str(e.get("value", ""))):
+            if ref not in defined:
+                errs.append(f"{where}: env {e['name']} uses $({ref}) before it is defined")
+        defined.add(e["name"])
+    for arg in c.get("args", []):
+        for ref in VAR_REF.findall(arg):
+            if ref not in defined:
+                errs.append(f"{where}: argument {arg!r} uses $({ref}), which the container's env does not define")
     if c.get("restartPolicy") not in (None, "Always"):
         errs.append(f"{where}: container restartPolicy may only be Always (native sidecar)")
     res = c.get("resources", {})
     for k, v in res.get("requests", {}).items():
         if "/" in k and res.get("limits", {}).get(k) != v:
             errs.append(f"{where}: extended resource {k} needs requests == limits")
+    return errs
 
 
 def check_jobset(jobset: dict, tpu: TpuSlice | None = None, num_slices: int = 1) -> None:

@@ -141,7 +141,8 @@ def _write_job_files(r: Rendered, conf: GkeLauncherConf, state: str, context: st
         "namespace": conf.namespace,
         "context": context,
         "state": state,
-        "output_dir": r.output_dir,
+        # a dry run only plans where run files would go; readers of output_dir expect a real run there
+        ("planned_output_dir" if state == "dry-run" else "output_dir"): r.output_dir,
         "manifest": path.name,
         "overrides": list(r.job.overrides),
         "submitted_at": time.time(),
@@ -271,7 +272,3 @@ def launch_single(cfg: DictConfig) -> Any:
         raise RlexpError(str(ret._return_value))
     sys.stdout.flush()
     return ret._return_value
-
-
-def is_remote(hydra_launcher_target: str) -> bool:
-    return hydra_launcher_target.endswith("GkeLauncher")

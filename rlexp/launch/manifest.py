@@ -92,6 +92,8 @@ def _metadata(spec: JobSpec, conf: GkeLauncherConf) -> dict:
         "app.kubernetes.io/managed-by": "rlexp",
         **spec.labels,
     }
+    if conf.kueue_priority_class:
+        labels["kueue.x-k8s.io/priority-class"] = conf.kueue_priority_class
     return {"name": spec.name, "namespace": conf.namespace, "labels": labels}
 
 

@@ -18,6 +18,7 @@ from rlexp.errors import ConfigError, RlexpError
 from rlexp.launch.slices import TPU_TOPOLOGIES
 
 log = logging.getLogger(__name__)
+MAX_ESTIMATE_LINES = 5
 
 
 def check_job(cfg: RlexpConfig, pathways: bool = True) -> None:
@@ -53,7 +54,7 @@ class SharedChecks:
         self.allow_downloads = allow_downloads
         self.done: dict[tuple, dict] = {}
         self.skipped: set[str] = set()
-        self.estimates: dict[tuple, str] = {}
+        self.estimates: dict[str, tuple] = {}
 
     def run_once(self, cfg: RlexpConfig, raw: Any, out_dir: Path) -> None:
         self._estimate(cfg)
@@ -83,20 +84,20 @@ class SharedChecks:
             )
 
     def _estimate(self, cfg: RlexpConfig) -> None:
-        key = (cfg.model.name, cfg.slice.name, cfg.slice.mesh.fsdp, cfg.slice.mesh.tp, cfg.trainer.lora.rank)
-        if key in self.estimates:
-            return
+        """Memory per chip; each distinct estimate of the sweep is printed once."""
         try:
             from rlexp.models.memory import estimate_memory, format_estimate
         except ImportError:
-            self.estimates[key] = ""
             return
-        self.estimates[key] = format_estimate(estimate_memory(cfg))
+        line = format_estimate(estimate_memory(cfg))
+        self.estimates.setdefault(line, (cfg.model.name, cfg.slice.name))
 
     def report(self) -> None:
-        for line in self.estimates.values():
-            if line:
-                print(f"rlexp: {line}")
+        lines = list(self.estimates)
+        for line in lines[:MAX_ESTIMATE_LINES]:
+            print(f"rlexp: {line}")
+        if len(lines) > MAX_ESTIMATE_LINES:
+            print(f"rlexp: ... {len(lines) - MAX_ESTIMATE_LINES} more distinct memory estimates in this sweep")
         if self.skipped:
             print("rlexp: preflight skipped (not downloaded here): " + "; ".join(sorted(self.skipped)))
 

@@ -25,7 +25,8 @@ class GkeLauncherConf:
     context: str | None = None  # kubeconfig context; null: current context (or in-cluster config)
     namespace: str = "default"
     queue: str = "multislice-queue"  # Kueue LocalQueue (label kueue.x-k8s.io/queue-name)
-    priority_class: str | None = "medium"
+    priority_class: str | None = "medium"  # pod priorityClassName of the TPU workers (as xpk)
+    kueue_priority_class: str | None = None  # Kueue WorkloadPriorityClass (label kueue.x-k8s.io/priority-class)
     image: str = "${oc.env:RLEXP_IMAGE,rlexp:latest}"  # pin by digest for reproducible sweeps
     image_pull_policy: str = "IfNotPresent"
     service_account: str | None = None  # Kubernetes SA (Workload Identity for GCS)

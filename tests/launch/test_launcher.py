@@ -187,3 +187,70 @@ def test_unknown_slice_lists_the_valid_ones() -> None:
     )
     assert r.returncode != 0
     assert "v6e-32" in r.stderr and "v5p-64" in r.stderr and "cpu" in r.stderr
+
+
+def test_shared_preflight_runs_once_per_sweep(
+    tmp_path: Path, make_launcher: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import rlexp.validate
+
+    calls: list[dict] = []
+
+    def fake_preflight(cfg: object, out_dir: str, *, allow_downloads: bool = True) -> dict:
+        calls.append({"out_dir": out_dir, "allow_downloads": allow_downloads})
+        return {"ok": True, "checks": [{"name": "completions", "status": "skipped"}], "skipped": ["weights not here"]}
+
+    monkeypatch.setattr(rlexp.validate, "preflight", fake_preflight)
+    launcher = make_launcher(tmp_path, "model=gemma4_e4b", "slice=v6e-32", "hydra.launcher.dry_run=true")  # type: ignore[operator]
+    rets = launcher.launch([["model=gemma4_e4b", "slice=v6e-32", f"seed={s}"] for s in range(6)], initial_job_idx=0)
+    assert len(rets) == 6
+    assert len(calls) == 1 and calls[0]["allow_downloads"] is False  # a dry run downloads nothing
+
+
+def test_failed_preflight_stops_the_launch(
+    tmp_path: Path, make_launcher: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import rlexp.validate
+    from rlexp.errors import RlexpError
+
+    monkeypatch.setattr(
+        rlexp.validate,
+        "preflight",
+        lambda cfg, out_dir, allow_downloads=True: {
+            "ok": False,
+            "checks": [{"name": "reward:acc", "status": "failed", "detail": "3 errors"}],
+        },
+    )
+    launcher = make_launcher(tmp_path, "model=gemma4_e4b", "slice=v6e-32", "hydra.launcher.dry_run=true")  # type: ignore[operator]
+    with pytest.raises(RlexpError, match="reward:acc: 3 errors"):
+        launcher.launch([["model=gemma4_e4b", "slice=v6e-32"]], initial_job_idx=0)
+    assert not list(tmp_path.glob("**/jobset.yaml"))
+
+
+def test_model_that_does_not_fit_the_slice_fails_before_rendering(tmp_path: Path, make_launcher: object) -> None:
+    from rlexp.errors import ConfigError
+
+    launcher = make_launcher(tmp_path, "model=gpt_oss_20b", "slice=v5litepod-8", "hydra.launcher.dry_run=true")  # type: ignore[operator]
+    with pytest.raises(ConfigError, match="does not fit"):
+        launcher.launch([["model=gpt_oss_20b", "slice=v5litepod-8"]], initial_job_idx=0)
+    assert not list(tmp_path.glob("**/jobset.yaml"))
+
+
+def test_dry_run_record_and_kueue_labels(tmp_path: Path, make_launcher: object) -> None:
+    import json
+
+    launcher = make_launcher(  # type: ignore[operator]
+        tmp_path,
+        "model=gemma4_e4b",
+        "slice=v6e-32",
+        "hydra.launcher.dry_run=true",
+        "hydra.launcher.kueue_priority_class=high",
+        "hydra.launcher.queue=team-a",
+    )
+    launcher.launch([["model=gemma4_e4b", "slice=v6e-32"]], initial_job_idx=0)
+    record = json.loads((tmp_path / "0" / "launcher.json").read_text())
+    assert (
+        record["state"] == "dry-run" and "output_dir" not in record and record["planned_output_dir"].startswith("gs://")
+    )
+    labels = yaml.safe_load((tmp_path / "0" / "jobset.yaml").read_text())["metadata"]["labels"]
+    assert labels["kueue.x-k8s.io/queue-name"] == "team-a" and labels["kueue.x-k8s.io/priority-class"] == "high"

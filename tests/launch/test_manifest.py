@@ -162,3 +162,12 @@ def test_structural_rules() -> None:
     assert any("podFailurePolicy needs" in e for e in rule_errors(bad_policy, tpu))
     with pytest.raises(ManifestError, match="is invalid"):
         check_jobset(long, tpu)
+
+
+def test_undefined_variable_references_are_caught() -> None:
+    js = _render()
+    worker = js["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]["containers"][0]
+    worker["env"] = [e for e in worker["env"] if e["name"] != "PATHWAYS_HEAD"]
+    assert any("$(PATHWAYS_HEAD)" in e and "does not define" in e for e in rule_errors(js))
+    spec = JobSpec("a-1234567", tpu_slice("v6e-4"), 1, ["+note=$(HOME)"], "gs://b/x", "r")
+    assert rule_errors(render(spec, GkeLauncherConf()), tpu_slice("v6e-4")) == []  # escaped: $$(HOME)
