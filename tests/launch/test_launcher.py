@@ -254,3 +254,24 @@ def test_dry_run_record_and_kueue_labels(tmp_path: Path, make_launcher: object) 
     )
     labels = yaml.safe_load((tmp_path / "0" / "jobset.yaml").read_text())["metadata"]["labels"]
     assert labels["kueue.x-k8s.io/queue-name"] == "team-a" and labels["kueue.x-k8s.io/priority-class"] == "high"
+
+
+def test_remote_data_not_cached_here_is_skipped_not_failed(
+    tmp_path: Path, make_launcher: object, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    import rlexp.validate
+
+    def offline_preflight(cfg: object, out_dir: str, *, allow_downloads: bool = True) -> dict:
+        checks = [
+            {"name": "config", "status": "ok", "detail": ""},
+            {"name": "dataset", "status": "failed", "detail": "could not be loaded from the hub or its cache"},
+            {"name": "rows", "status": "failed", "detail": "no rows to score"},
+        ]
+        return {"ok": False, "checks": checks, "skipped": []}
+
+    monkeypatch.setattr(rlexp.validate, "preflight", offline_preflight)
+    ov = ["model=gemma4_e4b", "slice=v6e-32", "dataset.source=someone/hub-dataset"]
+    launcher = make_launcher(tmp_path, *ov, "hydra.launcher.dry_run=true")  # type: ignore[operator]
+    rets = launcher.launch([ov], initial_job_idx=0)
+    assert rets[0].status.name == "COMPLETED"
+    assert "dataset: someone/hub-dataset is not cached here" in capsys.readouterr().out
