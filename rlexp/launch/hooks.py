@@ -1,8 +1,8 @@
 """The two places `python -m rlexp` meets a cluster (called from rlexp.main.run).
 
 On the laptop, a single run whose launcher is remote (a TPU slice selects `gke`) is submitted through the
-launcher code instead of training here. Inside the pod or Slurm job, JAX is initialised for the cluster and
-the resolved config is saved next to the run's files (the trainer checkpoints on SIGTERM).
+launcher code instead of training here. Inside the pod or Slurm job, JAX is initialised for the cluster (the
+trainer saves the resolved config with the run files and checkpoints on SIGTERM).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from rlexp.errors import RlexpError
 from rlexp.launch.manifest import IN_CLUSTER_ENV
@@ -49,12 +49,6 @@ def prepare_in_job(cfg: DictConfig) -> str:
     how = initialize()  # SIGTERM -> checkpoint is the trainer's (rlexp.train.hooks)
     if os.environ.get("SUBMITIT_EXECUTOR") == "slurm" and os.environ.get("SLURM_PROCID", "0") == "0":
         write_slurm_record()
-    out = cfg.get("output_dir")
-    if out and os.environ.get("JAX_PROCESS_ID", os.environ.get("SLURM_PROCID", "0")) == "0":
-        import fsspec
-
-        with fsspec.open(f"{str(out).rstrip('/')}/config.resolved.yaml", "w") as f:
-            f.write(OmegaConf.to_yaml(cfg, resolve=True))
     return how
 
 

@@ -56,3 +56,22 @@ def test_single_run_with_slurm_asks_for_multirun(tmp_path, monkeypatch, capsys) 
 
     rc = run_cli(monkeypatch, "slice=gpu-8xh200", "hydra/launcher=slurm", f"hydra.run.dir={tmp_path}")
     assert rc == 2 and "add -m" in capsys.readouterr().err
+
+
+def test_slurm_job_records_its_job_id(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    from rlexp.launch.hooks import prepare_in_job
+
+    for k, v in {"SUBMITIT_EXECUTOR": "slurm", "SLURM_JOB_ID": "77", "SLURM_NTASKS": "1", "SLURM_PROCID": "0"}.items():
+        monkeypatch.setenv(k, v)
+    from hydra.conf import HydraConf
+
+    hydra_node = OmegaConf.structured(HydraConf)
+    hydra_node.runtime.output_dir = str(tmp_path)
+    HydraConfig.instance().set_config(OmegaConf.create({"hydra": hydra_node}))
+    assert prepare_in_job(OmegaConf.create({})) == "local"  # one task: no jax.distributed
+    assert json.loads((tmp_path / "launcher.json").read_text()) == {"launcher": "slurm", "handle": "77"}
