@@ -28,7 +28,6 @@ def sweep_overrides(n: int, model: str, slice_name: str) -> list[list[str]]:
 
 
 def make_launcher(sweep_dir: str, model: str, slice_name: str) -> object:
-    from hydra import initialize_config_dir
     from hydra._internal.callbacks import Callbacks
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.plugins import Plugins
@@ -39,7 +38,6 @@ def make_launcher(sweep_dir: str, model: str, slice_name: str) -> object:
 
     register_configs()
     setup_globals()
-    initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None)
     loader = GlobalHydra.instance().config_loader()
     overrides = [f"model={model}", f"slice={slice_name}", "hydra.launcher.dry_run=true", f"hydra.sweep.dir={sweep_dir}"]
     config = loader.load_configuration("config", overrides, run_mode=RunMode.MULTIRUN)
@@ -48,7 +46,9 @@ def make_launcher(sweep_dir: str, model: str, slice_name: str) -> object:
 
 
 def run(n: int, model: str, slice_name: str) -> tuple[float, int]:
-    with tempfile.TemporaryDirectory() as d:
+    from hydra import initialize_config_dir
+
+    with tempfile.TemporaryDirectory() as d, initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         launcher = make_launcher(d, model, slice_name)
         jobs = sweep_overrides(n, model, slice_name)
         t0 = time.perf_counter()
@@ -66,7 +66,10 @@ def main() -> int:
     ap.add_argument("--model", default="gemma4_e4b")
     ap.add_argument("--slice", default="v6e-32")
     a = ap.parse_args()
+    small = max(1, a.jobs // 10)  # cost per job at a tenth of the size: linear if about the same
+    dt_small, n_small = run(small, a.model, a.slice)
     dt, written = run(a.jobs, a.model, a.slice)
+    print(f"{n_small} jobs: {dt_small:.2f}s ({dt_small / n_small * 1e3:.1f} ms/job)")
     print(
         f"{written} JobSets rendered and validated in {dt:.2f}s: {written / dt:.0f} jobs/s ({dt / written * 1e3:.1f} ms/job)"
     )
