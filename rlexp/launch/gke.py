@@ -83,6 +83,10 @@ def prepare(jobs: Sequence[Job], conf: GkeLauncherConf) -> list[Rendered]:
             None,
             "set a gs:// root for run dirs (or env RLEXP_OUTPUT_ROOT), or add hydra.launcher.dry_run=true",
         )
+    if conf.output_root and "://" not in conf.output_root:
+        raise ConfigError(
+            "hydra.launcher.output_root", conf.output_root, "use a bucket URL the pods can write, gs://..."
+        )
     root = (conf.output_root or PLACEHOLDER_ROOT).rstrip("/")
     shared = preflight.SharedChecks(allow_downloads=False)
     out: list[Rendered] = []
@@ -97,6 +101,10 @@ def prepare(jobs: Sequence[Job], conf: GkeLauncherConf) -> list[Rendered]:
             name = job_name(typed.run_name, job.overrides, conf.name_prefix)
             check_name(name)
             output_dir = typed.output_dir or f"{root}/{name}"
+            if "://" not in output_dir:
+                raise ConfigError(
+                    "output_dir", output_dir, "a pod's local disk is lost with it: use gs://... or unset it"
+                )
             args = list(job.overrides)
             if not any(a.split("=", 1)[0].lstrip("+~") == "output_dir" for a in args):
                 args.append(f"output_dir={output_dir}")
@@ -119,6 +127,7 @@ def prepare(jobs: Sequence[Job], conf: GkeLauncherConf) -> list[Rendered]:
             raise ConfigError(err.key, err.value, f"{err.fix} [job {job.idx}: {' '.join(job.overrides)}]") from None
         out.append(Rendered(job, name, output_dir, manifest, typed, resolved))
     unique_names([r.name for r in out], [r.job.overrides for r in out])
+    unique_names([r.output_dir for r in out], [r.job.overrides for r in out], what="output_dir")
     shared.report()
     return out
 

@@ -41,11 +41,11 @@ def check_name(name: str) -> None:
         )
 
 
-def unique_names(names: Sequence[str], overrides: Sequence[Sequence[str]]) -> None:
-    """Two jobs of one sweep with the same name would overwrite each other: refuse before submitting."""
+def unique_names(names: Sequence[str], overrides: Sequence[Sequence[str]], what: str = "JobSet") -> None:
+    """Two jobs of one sweep with the same name (or run dir) would overwrite each other: refuse before submitting."""
     seen: dict[str, int] = {}
     for i, n in enumerate(names):
         if n in seen:
             a, b = " ".join(overrides[seen[n]]), " ".join(overrides[i])
-            raise RlexpError(f"jobs {seen[n]} ({a}) and {i} ({b}) both map to JobSet {n}: make their overrides differ")
+            raise RlexpError(f"jobs {seen[n]} ({a}) and {i} ({b}) both map to {what} {n}: make their overrides differ")
         seen[n] = i

@@ -275,3 +275,17 @@ def test_remote_data_not_cached_here_is_skipped_not_failed(
     rets = launcher.launch([ov], initial_job_idx=0)
     assert rets[0].status.name == "COMPLETED"
     assert "dataset: someone/hub-dataset is not cached here" in capsys.readouterr().out
+
+
+def test_output_dirs_must_be_remote_and_distinct(tmp_path: Path, make_launcher: object) -> None:
+    from rlexp.errors import ConfigError, RlexpError
+
+    base = ["model=gemma4_e4b", "slice=v6e-32"]
+    launcher = make_launcher(tmp_path, *base, "hydra.launcher.dry_run=true")  # type: ignore[operator]
+    with pytest.raises(ConfigError, match="pod's local disk"):
+        launcher.launch([[*base, "output_dir=/tmp/run"]], initial_job_idx=0)
+    with pytest.raises(RlexpError, match="both map to output_dir gs://b/same"):
+        launcher.launch([[*base, "seed=1", "output_dir=gs://b/same"], [*base, "seed=2", "output_dir=gs://b/same"]], 0)
+    launcher = make_launcher(tmp_path, *base, "hydra.launcher.output_root=/local/dir")  # type: ignore[operator]
+    with pytest.raises(ConfigError, match="gs://"):
+        launcher.launch([base], initial_job_idx=0)
