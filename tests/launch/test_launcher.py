@@ -289,3 +289,14 @@ def test_output_dirs_must_be_remote_and_distinct(tmp_path: Path, make_launcher: 
     launcher = make_launcher(tmp_path, *base, "hydra.launcher.output_root=/local/dir")  # type: ignore[operator]
     with pytest.raises(ConfigError, match="gs://"):
         launcher.launch([base], initial_job_idx=0)
+
+
+def test_plugin_import_is_light() -> None:
+    """Hydra imports every plugin at start-up: ours must not pull in the Kubernetes client or JAX."""
+    code = (
+        "import sys, hydra_plugins.rlexp_launchers.gke_launcher; "
+        "heavy = [m for m in ('kubernetes', 'jax', 'jsonschema', 'rlexp.launch.gke') if m in sys.modules]; "
+        "assert not heavy, heavy"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
