@@ -7,11 +7,12 @@ submitted until every job has passed its checks and rendered a valid manifest.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,26 @@ def settings(params: Any) -> GkeLauncherConf:
     return GkeLauncherConf(**{k: v for k, v in params.items() if k in names})
 
 
+@contextlib.contextmanager
+def user_errors_from_resolvers() -> Iterator[None]:
+    """A ConfigError raised inside a resolver (e.g. a topology that contradicts the slice name) reaches
+    us wrapped by OmegaConf, without its cause: report its message as the one-line user error it is."""
+    from omegaconf.errors import InterpolationResolutionError
+
+    try:
+        yield
+    except InterpolationResolutionError as err:
+        msg = str(err).splitlines()[0]
+        if "Error raised while resolving interpolation: " in msg:
+            raise RlexpError(msg.split("raised while resolving interpolation: ", 1)[1]) from None
+        raise
+
+
+def _resolve(cfg: DictConfig) -> dict:
+    with user_errors_from_resolvers():
+        return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+
+
 def prepare(jobs: Sequence[Job], conf: GkeLauncherConf) -> list[Rendered]:
     """Checks, names and manifests for every job; raises on the first problem, before any submission."""
     from rlexp.launch.compose import typed_config
@@ -92,7 +113,7 @@ def prepare(jobs: Sequence[Job], conf: GkeLauncherConf) -> list[Rendered]:
     out: list[Rendered] = []
     for job in jobs:
         try:
-            resolved = job.resolved if job.resolved is not None else OmegaConf.to_container(job.cfg, resolve=True)
+            resolved = job.resolved if job.resolved is not None else _resolve(job.cfg)
             typed = typed_config(resolved)
             preflight.check_job(typed, conf.pathways)
             if conf.preflight:
@@ -263,7 +284,8 @@ def launch_sweep(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_
     jobs = []
     for i, overrides in enumerate(job_overrides):
         idx = initial_job_idx + i
-        c = composer.compose(overrides, idx)
+        with user_errors_from_resolvers():
+            c = composer.compose(overrides, idx)
         jobs.append(Job(idx, list(overrides), c.task, c.hydra, c.out_dir, c.raw, c.resolved))
     Path(str(launcher.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
     return run_jobs(jobs, conf)

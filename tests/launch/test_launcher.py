@@ -300,3 +300,13 @@ def test_plugin_import_is_light() -> None:
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
+
+
+def test_topology_contradicting_the_slice_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    rc = run_cli(
+        monkeypatch, "slice=v6e-32", "slice.topology=4x4", "hydra.launcher.dry_run=true", f"hydra.run.dir={tmp_path}"
+    )
+    assert rc == 2
+    assert capsys.readouterr().err.strip() == "rlexp: error: slice.topology='4x4': v6e-32 has 32 chips, 4x4 has 16"
