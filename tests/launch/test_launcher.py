@@ -96,12 +96,10 @@ def test_fast_composition_equals_hydras(tmp_path: Path, make_launcher: object) -
         ],
         ["model=gpt_oss_20b", "slice=v6e-32", "trainer.beta=0.0"],
         ["model=gemma4_e4b", "slice=v6e-32", "slice.mesh.tp=2", "trainer.beta=0.0"],
-        [
-            "model=gemma4_e4b",
-            "slice=v6e-32",
-            "slice.topology=4x8",
-            "seed=1",
-        ],  # an interpolation input: re-resolved per job
+        # inputs of interpolations (devices = chips x num_slices): re-resolved for the job
+        ["model=gemma4_e4b", "slice=v6e-32", "slice.num_slices=2", "seed=1"],
+        # a list item and a leaf whose default is null
+        ["model=gemma4_e4b", "slice=v6e-32", "reward.functions.0.weight=2.0", "trainer.top_k=50"],
     ]
     for i, overrides in enumerate(cases):
         fast = composer.compose(overrides, i)
@@ -110,9 +108,12 @@ def test_fast_composition_equals_hydras(tmp_path: Path, make_launcher: object) -
             full.pop("hydra")
         expected = OmegaConf.to_container(full, resolve=True)
         assert fast.resolved == expected
+        if "slice.num_slices=2" in overrides:
+            fast_devices = fast.resolved["slice"]["devices"]
         assert OmegaConf.to_container(fast.task, resolve=True) == expected
         assert list(fast.hydra.hydra.overrides.task) == overrides
-    assert composer.full_compositions < len(cases) + 1
+    assert fast_devices == 64
+    assert composer.full_compositions == 2  # one per distinct group choice (gemma4_e4b, gpt_oss_20b)
 
 
 def test_mesh_that_does_not_fit_fails_before_rendering(tmp_path: Path, make_launcher: object) -> None:
