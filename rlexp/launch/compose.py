@@ -69,11 +69,13 @@ class SweepComposer:
             task = copy.deepcopy(full)
             with open_dict(task):
                 task.pop("hydra")
-            raw_subdir = OmegaConf.to_container(full.hydra.sweep, resolve=False)["subdir"]
-            sweep_dir = str(full.hydra.sweep.dir) if raw_subdir in _SIMPLE_SUBDIRS else None
+            raw_sweep = OmegaConf.to_container(full.hydra.sweep, resolve=False)
+            sweep_dir = str(full.hydra.sweep.dir) if raw_sweep["subdir"] in _SIMPLE_SUBDIRS else None
             raw = OmegaConf.to_container(task, resolve=False)
             resolved = OmegaConf.to_container(task, resolve=True)
-            self.bases[structural] = _Base(task, full, sweep_dir, raw, resolved, dict(_interpolated(raw)))
+            self.bases[structural] = _Base(
+                task, full, sweep_dir, str(raw_sweep["dir"]), raw, resolved, dict(_interpolated(raw))
+            )
         return self.bases[structural]
 
     def compose(self, overrides: Sequence[str], idx: int) -> ComposedJob:
@@ -120,6 +122,8 @@ class SweepComposer:
                     dirty.add(path.rpartition(".")[2])
                     del pending[path]
                     changed = True
+        if any(name in base.raw_sweep_dir for name in dirty):
+            return self._full(overrides, idx)
         out_dir = Path(sweep_dir) / str(idx)
         od = full.hydra.job.config.override_dirname
         task_overrides = [o for o in parsed if not o.is_hydra_override()]
@@ -148,6 +152,7 @@ class _Base:
     task: DictConfig
     full: DictConfig
     sweep_dir: str | None
+    raw_sweep_dir: str  # e.g. multirun/${run_name}/${now:...}: a job changing run_name lands elsewhere
     raw: dict
     resolved: dict
     interpolated: dict[str, str]  # dotted path -> raw text of every interpolated leaf

@@ -311,3 +311,16 @@ def test_topology_contradicting_the_slice_is_one_line(
     )
     assert rc == 2
     assert capsys.readouterr().err.strip() == "rlexp: error: slice.topology='4x4': v6e-32 has 32 chips, 4x4 has 16"
+
+
+def test_job_dirs_follow_a_sweep_dir_that_depends_on_the_job(tmp_path: Path, make_launcher: object) -> None:
+    """hydra.sweep.dir=.../${run_name}: a job that changes run_name lands where Hydra would put it."""
+    from rlexp.launch.compose import SweepComposer
+
+    launcher = make_launcher(tmp_path / "${run_name}", "model=gemma4_e4b", "slice=v6e-32")  # type: ignore[operator]
+    composer = SweepComposer(launcher.hydra_context.config_loader, launcher.config)
+    base = ["model=gemma4_e4b", "slice=v6e-32"]
+    same = composer.compose([*base, "seed=3"], 0)
+    other = composer.compose([*base, "trainer.algorithm=dapo", "trainer.epsilon_high=0.28"], 1)
+    assert same.out_dir.parent.name.endswith("-grpo") and other.out_dir.parent.name.endswith("-dapo")
+    assert other.out_dir == tmp_path / other.resolved["run_name"] / "1"
