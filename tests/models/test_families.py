@@ -138,3 +138,30 @@ def test_tiny_random_checkpoint_matches_its_option(family, tmp_path):
     check_model_option(m)
     check_hf_config(m, read_hf_config(str(folder)), str(folder))
     assert (folder / "tokenizer.json").is_file()
+
+
+def test_hub_download_gated_or_missing_says_what_to_do(monkeypatch):
+    import httpx
+    import huggingface_hub
+    from huggingface_hub import errors as hub_errors
+
+    from rlexp.models import hub
+
+    seen = {}
+
+    def fake(repo_id, **kw):
+        seen.update(kw, repo_id=repo_id)
+        response = httpx.Response(401 if "gated" in repo_id else 404, request=httpx.Request("GET", "https://hf.co"))
+        err = hub_errors.GatedRepoError if "gated" in repo_id else hub_errors.RepositoryNotFoundError
+        raise err("denied", response=response)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", fake)
+    monkeypatch.setenv("HF_TOKEN", "hf_secret_value")
+    with pytest.raises(RlexpError) as err:
+        hub.download("org/gated-model")
+    assert "accept its license" in str(err.value) and "hf_secret_value" not in str(err.value)
+    assert seen["token"] == "hf_secret_value"  # passed in memory only
+    assert "*.safetensors" in seen["allow_patterns"] and "config.json" in seen["allow_patterns"]
+    assert not any(p.endswith((".bin", ".pth", ".gguf")) for p in seen["allow_patterns"])
+    with pytest.raises(RlexpError, match="no such repository"):
+        hub.download("org/missing")
