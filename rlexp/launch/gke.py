@@ -211,16 +211,23 @@ def run_jobs(jobs: Sequence[Job], conf: GkeLauncherConf) -> list[Any]:
 
 
 def wait_all(cluster: Any, rendered: Sequence[Rendered], conf: GkeLauncherConf) -> list[Any]:
-    """Poll every JobSet until Completed/Failed (or wait_timeout_s), then map states to JobReturns."""
+    """Poll every JobSet until Completed/Failed, then map states to JobReturns.
+
+    Two clocks, because Kueue may hold a job for hours before it runs: `admission_timeout_s` bounds the time
+    a JobSet stays Pending/Suspended, `wait_timeout_s` the whole wait (0 = no limit)."""
     from rlexp.launch.k8s import jobset_state
 
     final: dict[str, str] = {}
-    deadline = time.monotonic() + conf.wait_timeout_s if conf.wait_timeout_s > 0 else None
+    start = time.monotonic()
+    deadline = start + conf.wait_timeout_s if conf.wait_timeout_s > 0 else None
     while True:
+        waited = time.monotonic() - start
         for r in rendered:
             if r.name not in final:
                 state = jobset_state(cluster.get_jobset(r.name, conf.namespace))
-                if state in ("Completed", "Failed", "NotFound"):
+                if state in ("Pending", "Suspended") and 0 < conf.admission_timeout_s < waited:
+                    state = "NotAdmitted"
+                if state in ("Completed", "Failed", "NotFound", "NotAdmitted"):
                     final[r.name] = state
                     print(f"rlexp: {r.name} {state}")
         if len(final) == len(rendered) or (deadline is not None and time.monotonic() > deadline):
@@ -231,11 +238,15 @@ def wait_all(cluster: Any, rendered: Sequence[Rendered], conf: GkeLauncherConf) 
         state = final.get(r.name, "Timeout")
         if state == "Completed":
             out.append(_job_return(r, "COMPLETED", _objective(r)))
-        else:
-            why = f"JobSet {r.name} {state.lower()}" + (
-                f" after {conf.wait_timeout_s:.0f}s" if state == "Timeout" else ""
-            )
-            out.append(_job_return(r, "FAILED", RuntimeError(f"{why}; logs: python -m rlexp.jobs logs {r.name}")))
+            continue
+        why = {
+            "Timeout": f"did not finish within wait_timeout_s={conf.wait_timeout_s:.0f}",
+            "NotAdmitted": f"still pending after admission_timeout_s={conf.admission_timeout_s:.0f} "
+            f"(Kueue queue {conf.queue!r}: quota, or no matching TPU node pool?)",
+            "NotFound": "disappeared (cancelled?)",
+        }.get(state, state.lower())
+        msg = f"JobSet {r.name} {why}; python -m rlexp.jobs status|logs {r.name}"
+        out.append(_job_return(r, "FAILED", RuntimeError(msg)))
     return out
 
 

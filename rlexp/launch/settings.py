@@ -21,6 +21,7 @@ class GkeLauncherConf:
     wait: bool = False  # block until every JobSet is Completed/Failed (else return once submitted)
     poll_s: float = 30.0
     wait_timeout_s: float = 0.0  # 0: wait without limit
+    admission_timeout_s: float = 0.0  # fail a JobSet still Pending (not admitted by Kueue) after this; 0: no limit
     pathways: bool = True  # false: multi-controller JAX (one process per TPU VM)
     context: str | None = None  # kubeconfig context; null: current context (or in-cluster config)
     namespace: str = "default"

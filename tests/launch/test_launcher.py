@@ -324,3 +324,19 @@ def test_job_dirs_follow_a_sweep_dir_that_depends_on_the_job(tmp_path: Path, mak
     other = composer.compose([*base, "trainer.algorithm=dapo", "trainer.epsilon_high=0.28"], 1)
     assert same.out_dir.parent.name.endswith("-grpo") and other.out_dir.parent.name.endswith("-dapo")
     assert other.out_dir == tmp_path / other.resolved["run_name"] / "1"
+
+
+def test_wait_fails_jobs_never_admitted(tmp_path: Path, make_launcher: object, api: object) -> None:
+    base = ["model=gemma4_e4b", "slice=v6e-32"]
+    launcher = make_launcher(  # type: ignore[operator]
+        tmp_path,
+        *base,
+        "hydra.launcher.wait=true",
+        "hydra.launcher.poll_s=0.05",
+        "hydra.launcher.admission_timeout_s=0.2",
+        "hydra.launcher.output_root=gs://b/r",
+    )
+    (ret,) = launcher.launch([base], initial_job_idx=0)  # the fake cluster never starts it: Pending
+    assert ret.status.name == "FAILED"
+    with pytest.raises(RuntimeError, match="still pending after admission_timeout_s"):
+        _ = ret.return_value
