@@ -1,0 +1,46 @@
+"""In-job initialisation: Pathways through pathwaysutils, multi-controller JAX through jax.distributed."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from rlexp.launch.check import SCHEMA_PATH
+from rlexp.launch.distributed import initialize
+from tests.helpers import REPO
+
+
+def test_pathways_pod_initialises_pathwaysutils(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    fake = types.ModuleType("pathwaysutils")
+    fake.initialize = lambda: calls.append("init")  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "pathwaysutils", fake)
+    assert initialize({"RLEXP_IN_CLUSTER": "gke", "RLEXP_PATHWAYS": "1"}) == "pathways"
+    assert calls == ["init"]
+
+
+def test_multicontroller_pod_initialises_jax_distributed(monkeypatch: pytest.MonkeyPatch) -> None:
+    import jax
+
+    seen: list[tuple] = []
+    monkeypatch.setattr(jax.distributed, "initialize", lambda *a: seen.append(a))
+    env = {"RLEXP_IN_CLUSTER": "gke", "JAX_COORDINATOR_ADDRESS": "js-slice-job-0-0.js", "JAX_PROCESS_COUNT": "4"}
+    assert initialize({**env, "JAX_PROCESS_ID": "2"}) == "distributed"
+    assert seen == [("js-slice-job-0-0.js:8476", 4, 2)]
+
+
+def test_vendored_jobset_schema_is_the_reference_copy() -> None:
+    schema = json.loads(gzip.open(SCHEMA_PATH).read())
+    assert set(schema["properties"]) == {"apiVersion", "kind", "metadata", "spec", "status"}
+    assert "replicatedJobs" in schema["properties"]["spec"]["properties"]
+    reference = REPO.parent / "shared" / "reference" / SCHEMA_PATH.name
+    if reference.exists():  # the shared reference set, next to the repository when present
+        assert (
+            hashlib.sha256(Path(reference).read_bytes()).digest() == hashlib.sha256(SCHEMA_PATH.read_bytes()).digest()
+        )
