@@ -23,6 +23,7 @@ SCHEMA_PATH = Path(__file__).parent / "schemas" / "jobset.v1alpha2.openAPIV3Sche
 DNS_LABEL_MAX = 63
 METADATA_KEYS = {"name", "namespace", "labels", "annotations"}
 EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 VAR_REF = re.compile(r"(?<!\$)\$\(([A-Za-z_][A-Za-z0-9_]*)\)")  # $(VAR), not the escaped $$(VAR)
 
 
@@ -79,6 +80,11 @@ def rule_errors(jobset: dict, tpu: TpuSlice | None = None, num_slices: int = 1) 
     spec = jobset["spec"]
     if len(name) > MAX_NAME or not DNS_1035.match(name):
         errs.append(f"metadata.name {name!r}: must match {DNS_1035.pattern} and be <= {MAX_NAME} characters")
+    for key, value in jobset["metadata"].get("labels", {}).items():
+        if len(value) > DNS_LABEL_MAX or not LABEL_VALUE.match(value):
+            errs.append(
+                f"metadata.labels[{key}]={value!r}: label values are <= 63 of [A-Za-z0-9-_.], alphanumeric ends"
+            )
     rjobs = {rj["name"]: rj for rj in spec["replicatedJobs"]}
     coord = spec.get("coordinator")
     if coord:

@@ -162,6 +162,7 @@ def test_structural_rules() -> None:
     assert any("podFailurePolicy needs" in e for e in rule_errors(bad_policy, tpu))
     with pytest.raises(ManifestError, match="is invalid"):
         check_jobset(long, tpu)
+    assert any("label values" in e for e in rule_errors(_render(queue="team a/queue"), tpu))
 
 
 def test_undefined_variable_references_are_caught() -> None:
