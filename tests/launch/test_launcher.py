@@ -340,3 +340,32 @@ def test_wait_fails_jobs_never_admitted(tmp_path: Path, make_launcher: object, a
     assert ret.status.name == "FAILED"
     with pytest.raises(RuntimeError, match="still pending after admission_timeout_s"):
         _ = ret.return_value
+
+
+def test_multirun_user_error_is_one_line(tmp_path: Path) -> None:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in ("RLEXP_OUTPUT_ROOT", "HYDRA_FULL_ERROR")}
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rlexp",
+            "-m",
+            "model=gemma4_e4b",
+            "slice=v6e-32",
+            "seed=1,2",
+            f"hydra.sweep.dir={tmp_path}",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=120,
+    )
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr
+    assert [line for line in r.stderr.splitlines() if line.startswith("rlexp: error:")] == [
+        "rlexp: error: hydra.launcher.output_root=None: set a gs:// root for run dirs (or env RLEXP_OUTPUT_ROOT), "
+        "or add hydra.launcher.dry_run=true"
+    ]

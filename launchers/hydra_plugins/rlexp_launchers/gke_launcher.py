@@ -29,6 +29,13 @@ class GkeLauncher(Launcher):
         self.task_function = task_function
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        from rlexp.errors import RlexpError
         from rlexp.launch.gke import launch_sweep  # heavy imports only when launching
 
-        return launch_sweep(self, job_overrides, initial_job_idx)
+        try:
+            return launch_sweep(self, job_overrides, initial_job_idx)
+        except RlexpError as err:  # a user error: one line, exit 2 (HYDRA_FULL_ERROR=1 keeps the traceback)
+            from rlexp.main import fail
+
+            fail(err)
+            raise
