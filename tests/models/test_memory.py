@@ -59,3 +59,24 @@ def test_a_config_that_cannot_fit_fails_with_the_numbers():
 def test_unknown_capacity_never_fails():
     est = check_fits(compose_conf([]))  # tiny on the local CPU
     assert est["capacity"] is None and est["param_count"] == 124_352
+
+
+@pytest.mark.parametrize("name", ["gemma4_e4b", "gpt_oss_20b"])  # the seed models; qwen3/llama3 match too
+def test_param_count_equals_the_built_models(name):
+    """The pure-Python count matches the nnx model rlexp builds (abstract shapes only, no weights)."""
+    import jax
+    import numpy as np
+    from flax import nnx
+
+    from rlexp.models.loader import tunix_config
+    from rlexp.models.memory import param_count
+
+    m = compose_conf([f"model={name}"]).model
+    classes = {"qwen3": "rlexp.models.tunix_text:Qwen3", "llama3": "rlexp.models.tunix_text:Llama3",
+               "gemma4": "tunix.models.gemma4.model:Gemma4", "gpt_oss": "rlexp.models.gpt_oss.model:GptOss"}  # fmt: skip
+    module, cls = classes[m.family].split(":")
+    model_cls = getattr(__import__(module, fromlist=[cls]), cls)
+    cfg = tunix_config(m)
+    abstract = nnx.eval_shape(lambda: model_cls(cfg, rngs=nnx.Rngs(0)))
+    built = sum(int(np.prod(x.shape)) for x in jax.tree_util.tree_leaves(nnx.state(abstract, nnx.Param)))
+    assert param_count(m) == built
