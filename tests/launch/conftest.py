@@ -31,7 +31,11 @@ def make_launcher() -> Iterator[object]:
             "config", [*overrides, f"hydra.sweep.dir={sweep_dir}"], run_mode=RunMode.MULTIRUN
         )
         hc = HydraContext(config_loader=loader, callbacks=Callbacks(config))
-        return Plugins.instance().instantiate_launcher(hydra_context=hc, task_function=lambda c: None, config=config)
+        launcher = Plugins.instance().instantiate_launcher(
+            hydra_context=hc, task_function=lambda c: None, config=config
+        )
+        launcher.one_line_errors = False  # type: ignore[attr-defined]  # assert on the exceptions themselves
+        return launcher
 
     yield build
     ctx.__exit__(None, None, None)

@@ -19,6 +19,9 @@ ConfigStore.instance().store(group="hydra/launcher", name="gke", node=GkeLaunche
 class GkeLauncher(Launcher):
     def __init__(self, **params: Any) -> None:
         self.params = params
+        # on the command line a user error ends the run with one line (exit 2); code driving the launcher
+        # directly (tests, notebooks) sets this False to get the exception instead
+        self.one_line_errors = True
         self.config: DictConfig | None = None
         self.hydra_context: HydraContext | None = None
         self.task_function: TaskFunction | None = None
@@ -35,6 +38,8 @@ class GkeLauncher(Launcher):
         try:
             return launch_sweep(self, job_overrides, initial_job_idx)
         except RlexpError as err:  # a user error: one line, exit 2 (HYDRA_FULL_ERROR=1 keeps the traceback)
+            if not self.one_line_errors:
+                raise
             from rlexp.main import fail
 
             fail(err)
