@@ -26,6 +26,7 @@ class Handle:
     name: str
     namespace: str
     context: str | None
+    submitted: bool = True  # False: written by a dry run, never sent to a cluster
 
 
 def find_handles(target: str, namespace: str = "default", context: str | None = None) -> list[Handle]:
@@ -40,7 +41,10 @@ def find_handles(target: str, namespace: str = "default", context: str | None = 
         if rec.get("launcher") != "gke":
             continue
         rel = str(path.parent.relative_to(root)) if path.parent != root else "."
-        handles.append(Handle(rel, rec["handle"], rec.get("namespace", namespace), context or rec.get("context")))
+        submitted = rec.get("state") != "dry-run"
+        handles.append(
+            Handle(rel, rec["handle"], rec.get("namespace", namespace), context or rec.get("context"), submitted)
+        )
     if not handles:
         raise RlexpError(
             f"{target}: no launcher.json from the GKE launcher below it; give a run/sweep dir or a JobSet name"
@@ -67,8 +71,12 @@ def status_rows(handles: list[Handle]) -> list[tuple[str, str, str, str, str]]:
     rows = []
     now = time.time()
     for h in handles:
-        cluster = clusters.setdefault(h.context, connect(h.context))
-        obj = cluster.get_jobset(h.name, h.namespace)  # type: ignore[attr-defined]
+        if not h.submitted:
+            rows.append((h.job, h.name, "DryRun", "-", "-"))
+            continue
+        if h.context not in clusters:
+            clusters[h.context] = connect(h.context)
+        obj = clusters[h.context].get_jobset(h.name, h.namespace)  # type: ignore[attr-defined]
         state = jobset_state(obj)
         restarts = str((obj or {}).get("status", {}).get("restarts", 0)) if obj else "-"
         age = _age((obj or {}).get("metadata", {}).get("creationTimestamp"), now) if obj else "-"
@@ -112,7 +120,12 @@ def cmd_cancel(a: argparse.Namespace) -> int:
 
     clusters: dict[str | None, object] = {}
     for h in find_handles(a.target, a.namespace, a.context):
-        cluster = clusters.setdefault(h.context, connect(h.context))
+        if not h.submitted:
+            print(f"{h.name}: a dry run, never submitted")
+            continue
+        if h.context not in clusters:
+            clusters[h.context] = connect(h.context)
+        cluster = clusters[h.context]
         deleted = cluster.delete_jobset(h.name, h.namespace)  # type: ignore[attr-defined]
         print(f"{h.name}: {'cancelled' if deleted else 'not found (finished and cleaned up, or never submitted)'}")
     return 0
