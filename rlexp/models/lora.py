@@ -54,6 +54,22 @@ def apply_lora(model: Any, lora_cfg: LoraConfig, mesh: Any = None, seed: int = 0
     return lora_model
 
 
+def _lora_einsums(model: Any) -> dict[str, tuple[str, str, str]]:
+    """{weight path: (a subscripts, b subscripts, weight subscripts)} of adapters qwix put on einsums."""
+    out = {}
+    for path, node in nnx.iter_graph(model):
+        if not isinstance(node, nnx.Module):
+            continue
+        for attr, value in vars(node).items():
+            if attr.endswith("_lora_einsum_str") and isinstance(value, str):
+                weight = attr[: -len("_lora_einsum_str")]
+                _, a_sub, b_sub = value.split("->")[0].split(",")
+                rhs = getattr(node, "einsum_str", "").split("->")[0].split(",")
+                w_sub = rhs[1] if len(rhs) == 2 else None
+                out[".".join(str(p) for p in (*path, weight))] = (a_sub, b_sub, w_sub)
+    return out
+
+
 def merged_state(model: Any, alpha: float, rank: int) -> dict[str, np.ndarray]:
     """Flat {param path: array} of the model with every adapter folded in: W + A @ B * alpha / rank."""
     flat = {
@@ -61,12 +77,17 @@ def merged_state(model: Any, alpha: float, rank: int) -> dict[str, np.ndarray]:
         for path, v in jax.tree_util.tree_flatten_with_path(nnx.to_pure_dict(nnx.state(model, nnx.Param)))[0]
         for path in [tuple(getattr(p, "key", getattr(p, "idx", p)) for p in path)]
     }
+    einsums = _lora_einsums(model)
     out = {k: v for k, v in flat.items() if not k.endswith(("_lora_a", "_lora_b"))}
     for key in [k for k in flat if k.endswith("_lora_a")]:
         base = key[: -len("_lora_a")]
         a, b = flat[key], flat[base + "_lora_b"]
         weight_key = base if base in out else f"{base}.value"
         w = out[weight_key]
-        delta = np.tensordot(a, b, axes=([-1], [0])).reshape(w.shape) * (alpha / rank)
-        out[weight_key] = (w.astype(np.float32) + delta).astype(w.dtype)
+        a_sub, b_sub, w_sub = einsums.get(base, (None, None, None))
+        if w_sub:  # the weight's own axis order, e.g. kv_einsum CKDH from A "Dr" and B "rCKH"
+            delta = np.einsum(f"{a_sub},{b_sub}->{w_sub}", a, b)
+        else:  # dot_general / contraction-first einsums: A [in..., r], B [r, out...]
+            delta = np.tensordot(a, b, axes=([-1], [0])).reshape(w.shape)
+        out[weight_key] = (w.astype(np.float32) + delta * (alpha / rank)).astype(w.dtype)
     return out
