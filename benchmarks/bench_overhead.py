@@ -69,7 +69,7 @@ cluster = rl.RLCluster(actor=actor, reference=ref, tokenizer=tok, cluster_config
 fns = []
 for f in conf.reward.functions:
     fn = make_reward_fn(f.fn, f.kwargs)
-    fns.append((lambda fn, w: (lambda p, c, **kw: [w * v for v in fn(p, c, **kw)]))(fn, f.weight))
+    fns.append((lambda fn, w: (lambda prompts, completions, **kw: [w * v for v in fn(prompts, completions, **kw)]))(fn, f.weight))
 learner = GRPOLearner(cluster, GRPOConfig(num_generations=t.num_generations, beta=t.beta, epsilon=t.epsilon), fns)
 stamps = []
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -15,3 +17,18 @@ class ConfigError(RlexpError):
     def __init__(self, key: str, value: Any, fix: str) -> None:
         self.key, self.value, self.fix = key, value, fix
         super().__init__(f"{key}={value!r}: {fix}")
+
+
+@contextlib.contextmanager
+def user_errors_from_resolvers() -> Iterator[None]:
+    """A ConfigError raised inside a resolver (e.g. a topology that contradicts the slice name) reaches
+    us wrapped by OmegaConf, without its cause: report its message as the one-line user error it is."""
+    from omegaconf.errors import InterpolationResolutionError
+
+    try:
+        yield
+    except InterpolationResolutionError as err:
+        msg = str(err).splitlines()[0]
+        if "Error raised while resolving interpolation: " in msg:
+            raise RlexpError(msg.split("raised while resolving interpolation: ", 1)[1]) from None
+        raise

@@ -16,7 +16,7 @@ from omegaconf.errors import MissingMandatoryValue
 
 from rlexp.config.schema import RlexpConfig, register_configs
 from rlexp.config.validate import validate
-from rlexp.errors import ConfigError, RlexpError
+from rlexp.errors import ConfigError, RlexpError, user_errors_from_resolvers
 
 CONF_DIR = os.environ.get("RLEXP_CONF_DIR", str(Path(__file__).resolve().parent.parent / "conf"))
 register_configs()
@@ -50,7 +50,8 @@ def run(cfg: DictConfig) -> float:
     if handed_off:
         return result
     try:
-        conf = to_config(cfg)
+        with user_errors_from_resolvers():
+            conf = to_config(cfg)
     except MissingMandatoryValue as err:
         raise ConfigError(err.full_key, "???", "this option needs a value; set it on the command line") from None
     validate(conf)

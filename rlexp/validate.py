@@ -215,6 +215,11 @@ def _needs_download(cfg: RlexpConfig) -> bool:
     return not path or "://" in path
 
 
+def _remote_source(source: str | None) -> bool:
+    """A hub id or a remote URL, as opposed to a file on this machine."""
+    return bool(source) and not Path(source).expanduser().exists() and not source.startswith(("memory://", "file://"))
+
+
 def preflight(cfg: RlexpConfig, out_dir: str, *, allow_downloads: bool = True) -> dict[str, Any]:
     """Run every check, write `<out_dir>/validation.json` and return its content (`ok` says whether all passed)."""
     from rlexp.config.validate import check_steps, validate
@@ -233,7 +238,15 @@ def preflight(cfg: RlexpConfig, out_dir: str, *, allow_downloads: bool = True) -
     given = rep.run("completions_file", lambda: read_completions(v.completions)) if v.completions else None
     splits = None
     if not (given and all("answer" in g and "prompt" in g for g in given)):
-        splits = rep.run("dataset", lambda: load_splits(cfg.dataset, allow_downloads=allow_downloads))
+        if not allow_downloads and _remote_source(cfg.dataset.source):
+            # without downloads a hub or gs:// dataset is checked only when it is already cached here
+            try:
+                splits = load_splits(cfg.dataset, allow_downloads=False)
+                rep.add("dataset", "ok")
+            except RlexpError as err:
+                rep.add("dataset", "skipped", f"{cfg.dataset.source} is not available offline ({err})")
+        else:
+            splits = rep.run("dataset", lambda: load_splits(cfg.dataset, allow_downloads=allow_downloads))
     if splits is not None:
         result["dataset"] = {"train_rows": len(splits.train), "eval_rows": len(splits.eval), "skipped": splits.skipped}
         if cfg.dataset.train_size < 0 or len(splits.train) < cfg.dataset.train_size:

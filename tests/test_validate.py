@@ -164,3 +164,11 @@ def test_skip_is_explicit_and_recorded(tmp_path) -> None:  # noqa: ANN001
     result = preflight(compose_conf(["experiment=gemma4_e4b_omi2", "validate.skip=true"]), str(tmp_path))
     assert result["ok"] and result["skipped"] == ["preflight: validate.skip=true"] and "rewards" not in result
     assert json.loads((tmp_path / "validation.json").read_text())["checks"][0]["status"] == "skipped"
+
+
+def test_offline_preflight_skips_an_uncached_hub_dataset(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # an empty cache: nothing downloaded here
+    result = preflight(compose_conf(["dataset=gsm8k", "reward=math_format"]), str(tmp_path), allow_downloads=False)
+    check = next(c for c in result["checks"] if c["name"] == "dataset")
+    assert check["status"] == "skipped" and "openai/gsm8k" in check["detail"], check
+    assert any(s.startswith("dataset: openai/gsm8k") for s in result["skipped"])

@@ -7,12 +7,11 @@ submitted until every job has passed its checks and rendered a valid manifest.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from typing import Any
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from rlexp.errors import ConfigError, RlexpError
+from rlexp.errors import ConfigError, RlexpError, user_errors_from_resolvers
 from rlexp.launch import preflight
 from rlexp.launch.check import check_jobset
 from rlexp.launch.manifest import PLACEHOLDER_ROOT, JobSpec, render
@@ -72,21 +71,6 @@ def settings(params: Any) -> GkeLauncherConf:
             "hydra.launcher", sorted(unknown), f"unknown launcher keys; use {sorted(names - {'_target_'})}"
         )
     return GkeLauncherConf(**{k: v for k, v in params.items() if k in names})
-
-
-@contextlib.contextmanager
-def user_errors_from_resolvers() -> Iterator[None]:
-    """A ConfigError raised inside a resolver (e.g. a topology that contradicts the slice name) reaches
-    us wrapped by OmegaConf, without its cause: report its message as the one-line user error it is."""
-    from omegaconf.errors import InterpolationResolutionError
-
-    try:
-        yield
-    except InterpolationResolutionError as err:
-        msg = str(err).splitlines()[0]
-        if "Error raised while resolving interpolation: " in msg:
-            raise RlexpError(msg.split("raised while resolving interpolation: ", 1)[1]) from None
-        raise
 
 
 def _resolve(cfg: DictConfig) -> dict:

@@ -27,7 +27,8 @@ def plan(config: DictConfig) -> tuple[list[list[str]] | None, list[str]]:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     sweeper = OmegaConf.select(config, "hydra.sweeper") or {}
-    params = OmegaConf.to_container(sweeper.get("params") or {}, resolve=False) if sweeper else {}
+    raw = sweeper.get("params") if sweeper else None
+    params = OmegaConf.to_container(raw, resolve=False) if isinstance(raw, DictConfig) else dict(raw or {})
     args = [f"{k}={v}" for k, v in params.items()] + list(OmegaConf.select(config, "hydra.overrides.task") or [])
     try:
         parsed = OverridesParser.create().parse_overrides(args)

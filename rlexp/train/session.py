@@ -63,6 +63,27 @@ class TrainingSession:
                 "never",
                 f"{self.run_dir} already holds checkpoints; choose another hydra.run.dir or use trainer.resume=auto",
             )
+        if has_ckpt and fs.exists(f"{root}/config.yaml"):
+            self._check_same_config(OmegaConf.load(fs.open(f"{root}/config.yaml")))
+
+    # Keys a resumed run may change: they do not alter what is trained.
+    RESUMABLE_CHANGES = ("trainer.resume", "logger.", "compile_cache.", "output_dir", "sweep.", "validate.")
+
+    def _check_same_config(self, previous: Any) -> None:
+        """Resuming with another config would silently mix two experiments in one run dir."""
+        from rlexp.tracking.wandb_tracker import flatten
+
+        before = flatten(OmegaConf.to_container(previous, resolve=True))
+        now = flatten(OmegaConf.to_container(self.cfg, resolve=True))
+        for key in sorted(set(before) | set(now)):
+            if key.startswith(self.RESUMABLE_CHANGES) or before.get(key) == now.get(key):
+                continue
+            raise ConfigError(
+                key,
+                now.get(key),
+                f"{self.run_dir} was trained with {key}={before.get(key)!r}; resume with the same config "
+                "or choose another hydra.run.dir",
+            )
 
     def _load_data(self, tokenizer: Any) -> None:
         splits = render_splits(
@@ -70,7 +91,9 @@ class TrainingSession:
         )
         check_steps(self.conf, len(splits.train))  # after filtering: the rows that will really be trained on
         if not splits.eval:
-            raise ConfigError("dataset.eval_size", self.conf.dataset.eval_size, "the eval split is empty after filtering")
+            raise ConfigError(
+                "dataset.eval_size", self.conf.dataset.eval_size, "the eval split is empty after filtering"
+            )
         self.train_rows = splits.train
         self.eval_rows = splits.eval[: self.conf.trainer.eval_prompts]
         self.data_skipped = dict(splits.skipped)

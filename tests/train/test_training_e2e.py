@@ -153,3 +153,13 @@ def test_resume_never_refuses_a_used_run_dir(tmp_path: Path) -> None:
             ],
         )
     assert (tmp_path / "summary.json").read_text() == before  # nothing overwritten
+
+
+def test_resume_with_another_config_is_refused(tmp_path: Path) -> None:
+    short = [*SHORT, "trainer.max_steps=4", "trainer.eval_every=4", "trainer.checkpoint_every=4"]
+    run(tmp_path, short)
+    with pytest.raises(
+        ConfigError, match=r"trainer.learning_rate=0.002: .* was trained with trainer.learning_rate=0.001"
+    ):
+        run(tmp_path, [*short, "trainer.learning_rate=2e-3"])
+    run(tmp_path, [*short, "logger=none", "compile_cache.enabled=false"])  # tracking/caching may change
