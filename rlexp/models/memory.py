@@ -180,10 +180,16 @@ def check_fits(cfg: RlexpConfig) -> dict[str, Any]:
     est = estimate_memory(cfg)
     cap = est["capacity"]
     if cap and est["total"] > cap:
+        parts = ("params", "optimizer", "gradients", "reference", "kv_cache", "activations")
+        largest = max(parts, key=lambda k: est[k])
+        fixes = {
+            "activations": "fewer or shorter sequences per training step, or model.remat=full",
+            "kv_cache": "fewer or shorter rollouts (batch_size x num_generations, max_completion_tokens)",
+            "reference": "trainer.beta=0 (no reference model) or trainer.lora.rank > 0",
+        }.get(largest, "a larger slice, trainer.lora.rank > 0 or model.param_dtype=bfloat16")
         raise ConfigError(
             "slice",
             cfg.slice.name,
-            f"{format_estimate(est)} — does not fit; use a larger slice, trainer.lora.rank > 0, "
-            "model.param_dtype=bfloat16, model.remat=full or fewer/shorter rollouts",
+            f"{format_estimate(est)} — does not fit; largest is {largest}: try {fixes}",
         )
     return est
