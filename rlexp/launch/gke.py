@@ -179,19 +179,40 @@ def run_jobs(jobs: Sequence[Job], conf: GkeLauncherConf) -> list[Any]:
     from rlexp.launch.k8s import connect
 
     cluster = connect(conf.context)
-    states = {}
+    states, earlier = {}, {}
     for r in rendered:
+        value = _completed_earlier(r)
+        if value is not None:  # sweep.resume=true: a job that completed before is neither resubmitted nor rerun
+            earlier[r.name] = value
+            print(f"rlexp: {r.name} completed earlier (objective {value}); not submitted again")
+            continue
         created = cluster.create_jobset(r.manifest)
         states[r.name] = "submitted" if created else "exists"
         _write_job_files(r, conf, states[r.name], cluster.context)
         verb = "submitted" if created else "already exists (submitted before; not duplicated)"
         print(f"rlexp: {r.name} {verb} [{cluster.context}/{conf.namespace}] -> {r.output_dir}")
+    pending = [r for r in rendered if r.name not in earlier]
     if not conf.wait:
-        return [
-            _job_return(r, "COMPLETED", {"jobset": r.name, "state": states[r.name], "output_dir": r.output_dir})
-            for r in rendered
-        ]
-    return wait_all(cluster, rendered, conf)
+        results = {
+            r.name: _job_return(r, "COMPLETED", {"jobset": r.name, "state": states[r.name], "output_dir": r.output_dir})
+            for r in pending
+        }
+    else:
+        results = dict(zip([r.name for r in pending], wait_all(cluster, pending, conf), strict=True))
+    results.update({r.name: _job_return(r, "COMPLETED", earlier[r.name]) for r in rendered if r.name in earlier})
+    return [results[r.name] for r in rendered]
+
+
+def _completed_earlier(r: Rendered) -> float | None:
+    """With sweep.resume=true, the objective a job recorded when it completed in an earlier submission."""
+    if not OmegaConf.select(r.job.cfg, "sweep.resume", default=False):
+        return None
+    from rlexp.sweep.resume import completed_objective
+
+    try:
+        return completed_objective(r.output_dir, str(OmegaConf.select(r.job.cfg, "objective")))
+    except Exception:  # noqa: BLE001 - unreadable remote run dir (e.g. no gcsfs here): the JobSet check still dedups
+        return None
 
 
 def wait_all(cluster: Any, rendered: Sequence[Rendered], conf: GkeLauncherConf) -> list[Any]:

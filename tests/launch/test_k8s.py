@@ -146,3 +146,29 @@ def test_status_of_a_dry_run_needs_no_cluster(
     assert capsys.readouterr().out.splitlines()[1].split()[2] == "DryRun"
     assert jobs_main(["cancel", str(run_dir)]) == 0
     assert "never submitted" in capsys.readouterr().out
+
+
+def test_resumed_sweep_does_not_resubmit_completed_jobs(
+    api: FakeApiServer, tmp_path: Path, make_launcher: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib
+
+    import fsspec
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    # gs:// served from memory for this test only: the launcher reads run dirs through fsspec
+    monkeypatch.setitem(importlib.import_module("fsspec.registry")._registry, "gs", MemoryFileSystem)
+    sweep = tmp_path / "sweep"
+    launcher = make_launcher(sweep, *SUBMIT, "sweep.resume=true")  # type: ignore[operator]
+    jobs = [[*SUBMIT[:2], "sweep.resume=true", f"seed={s}"] for s in range(2)]  # as Hydra's sweeper passes them
+    first = launcher.launch(jobs, initial_job_idx=0)
+    done_dir = first[0].return_value["output_dir"]
+    with fsspec.open(f"{done_dir}/summary.json", "w") as f:
+        json.dump({"status": "completed", "eval": {"after": {"pass_at_1": 0.75}}}, f)
+    api.jobsets.clear()  # e.g. JobSets garbage-collected after completion
+
+    again = launcher.launch(jobs, initial_job_idx=0)
+    assert [r.status.name for r in again] == ["COMPLETED", "COMPLETED"]
+    assert again[0].return_value == 0.75
+    assert len(api.jobsets) == 1  # only the job that had not completed was submitted again
+    MemoryFileSystem.store.clear()
