@@ -7,6 +7,8 @@ A folder must hold config.json and either one `model.safetensors` or the shards 
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 from typing import Any
 
 import fsspec
@@ -44,13 +46,31 @@ def safetensors_files(ckpt_dir: str) -> list[str]:
     return [f"{root}/{s}" for s in files]
 
 
-def local_copy(ckpt_dir: str) -> str:
-    """A local folder with the checkpoint (gs:// folders are copied once into the local cache)."""
+def local_copy(ckpt_dir: str, cache_root: str | None = None) -> str:
+    """A local folder with the checkpoint: remote folders (gs://, ...) are copied once into a cache.
+
+    Only config, safetensors and tokenizer files are copied; a file already cached with the same
+    size is not fetched again (the actor and the reference model load the same folder).
+    """
     if "://" not in ckpt_dir:
         return ckpt_dir
-    from tunix.oss import utils
+    from fnmatch import fnmatch
 
-    return utils.load_file_from_gcs(ckpt_dir)
+    from rlexp.models.hub import ALLOW_PATTERNS
+
+    fs, root = _fs(ckpt_dir)
+    safetensors_files(ckpt_dir)  # names a missing shard before anything is copied
+    cache = Path(cache_root or os.environ.get("RLEXP_MODEL_CACHE", "~/.cache/rlexp/models")).expanduser()
+    dest = cache / ckpt_dir.split("://", 1)[0] / root.lstrip("/")
+    dest.mkdir(parents=True, exist_ok=True)
+    for info in fs.ls(root, detail=True):
+        name = info["name"].rstrip("/").rsplit("/", 1)[-1]
+        if info.get("type") == "directory" or not any(fnmatch(name, p) for p in ALLOW_PATTERNS):
+            continue
+        target = dest / name
+        if not target.exists() or target.stat().st_size != info.get("size"):
+            fs.get_file(info["name"], str(target))
+    return str(dest)
 
 
 def load_with_tunix(

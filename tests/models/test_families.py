@@ -165,3 +165,23 @@ def test_hub_download_gated_or_missing_says_what_to_do(monkeypatch):
     assert not any(p.endswith((".bin", ".pth", ".gguf")) for p in seen["allow_patterns"])
     with pytest.raises(RlexpError, match="no such repository"):
         hub.download("org/missing")
+
+
+def test_remote_folder_is_copied_once_and_checked(tmp_path):
+    import fsspec
+
+    from rlexp.models.checkpoint import local_copy
+
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/bucket/ckpt/config.json", b'{"model_type": "qwen3"}')
+    fs.pipe("/bucket/ckpt/model.safetensors", b"weights")
+    fs.pipe("/bucket/ckpt/tokenizer.json", b"{}")
+    fs.pipe("/bucket/ckpt/optimizer.pt", b"not needed")
+    local = Path(local_copy("memory://bucket/ckpt", cache_root=str(tmp_path)))
+    assert sorted(p.name for p in local.iterdir()) == ["config.json", "model.safetensors", "tokenizer.json"]
+    (local / "model.safetensors").write_bytes(b"kept!!!")  # same size: not fetched again
+    assert Path(local_copy("memory://bucket/ckpt", cache_root=str(tmp_path))) == local
+    assert (local / "model.safetensors").read_bytes() == b"kept!!!"
+    fs.pipe("/bucket/bad/model.safetensors.index.json", b'{"weight_map": {"a": "model-00001-of-00002.safetensors"}}')
+    with pytest.raises(RlexpError, match="model-00001-of-00002.safetensors"):
+        local_copy("memory://bucket/bad", cache_root=str(tmp_path))
