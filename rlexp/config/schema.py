@@ -141,6 +141,8 @@ class TrainerConfig:
     batch_size: int = 8  # prompts per step
     num_generations: int = 8  # completions per prompt (group size G)
     num_iterations: int = 1
+    micro_batch_size: int | None = None  # prompts per forward/backward pass (gradient accumulation); null = batch
+    rollout_micro_batch_size: int | None = None  # prompts per sampling call; null = batch
     # optimizer: AdamW with linear warmup then cosine decay
     learning_rate: float = 1e-3
     warmup_ratio: float = 0.1

@@ -115,6 +115,17 @@ def validate(cfg: RlexpConfig) -> None:
     if not 0 <= s.rollout_devices < s.devices:
         raise ConfigError("slice.rollout_devices", s.rollout_devices, f"use 0 (colocated) or fewer than {s.devices}")
     fsdp, _tp = resolve_mesh(s)
+    for key in ("micro_batch_size", "rollout_micro_batch_size"):
+        micro = getattr(t, key)
+        if micro is not None and (micro < 1 or t.batch_size % micro):
+            raise ConfigError(f"trainer.{key}", micro, f"must divide trainer.batch_size={t.batch_size} (or be null)")
+    if t.micro_batch_size and (t.micro_batch_size * t.num_generations) % fsdp:
+        raise ConfigError(
+            "trainer.micro_batch_size",
+            t.micro_batch_size,
+            f"micro_batch_size x num_generations = {t.micro_batch_size * t.num_generations} must be divisible by "
+            f"the data-parallel size {fsdp} of slice {s.name}",
+        )
     rollouts = t.batch_size * t.num_generations
     if rollouts % fsdp:
         raise ConfigError(

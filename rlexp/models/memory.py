@@ -137,7 +137,7 @@ def estimate_memory(cfg: RlexpConfig) -> dict[str, Any]:
     sequences = t.batch_size * t.num_generations
     sampler_dp = s.rollout_devices // tp if s.rollout_devices else fsdp
     kv_cache = kv_cache_bytes_per_sequence(m, tokens) * -(-sequences // max(sampler_dp, 1)) // tp
-    micro = getattr(t, "train_micro_batch_size", None) or sequences
+    micro = t.micro_batch_size * t.num_generations if t.micro_batch_size else sequences  # sequences per pass
     micro_per_chip = -(-micro // fsdp)
     layer_io = (1 if m.remat == "full" else 12) * micro_per_chip * tokens * m.embed_dim * BYTES[m.dtype]
     activations = m.num_layers * layer_io // tp + 2 * micro_per_chip * tokens * m.vocab_size * 4 // tp

@@ -81,6 +81,11 @@ def build_cluster(cfg: RlexpConfig, actor: Any, reference: Any, tokenizer: Any, 
     role_to_mesh = {rl.Role.ACTOR: train_mesh, rl.Role.REFERENCE: train_mesh, rl.Role.ROLLOUT: rollout_mesh}
     training = rl.RLTrainingConfig(
         actor_optimizer=build_optimizer(t),
+        # one optimizer update per step; micro-batches accumulate gradients within it
+        mini_batch_size=t.batch_size if t.micro_batch_size else None,
+        train_micro_batch_size=t.micro_batch_size,
+        rollout_micro_batch_size=t.rollout_micro_batch_size,
+        compute_logps_micro_batch_size=t.micro_batch_size,
         eval_every_n_steps=t.eval_every,  # Tunix's own eval needs an eval_ds, which rlexp does not pass
         max_steps=t.max_steps,
         checkpoint_root_directory=f"{run_dir.rstrip('/')}/checkpoints",

@@ -163,3 +163,11 @@ def test_resume_with_another_config_is_refused(tmp_path: Path) -> None:
     ):
         run(tmp_path, [*short, "trainer.learning_rate=2e-3"])
     run(tmp_path, [*short, "logger=none", "compile_cache.enabled=false"])  # tracking/caching may change
+
+
+def test_micro_batches_accumulate_into_one_update_per_step(tmp_path: Path) -> None:
+    run(tmp_path, [*SHORT, "trainer.max_steps=4", "trainer.micro_batch_size=2", "trainer.rollout_micro_batch_size=4"])
+    steps = train_steps(tmp_path)
+    assert sorted(steps) == [1, 2, 3, 4]  # 4 optimizer updates, each over 4 micro-batches of 2 prompts
+    assert all("loss" in steps[s] for s in (2, 3, 4))
+    assert "4" in [p.name for p in (tmp_path / "checkpoints" / "actor").iterdir()]
