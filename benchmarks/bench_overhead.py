@@ -22,8 +22,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 WARMUP_STEPS = 5
 
-# The plain script: what a Tunix user writes by hand for the same run (no rlexp imports on the
-# training path except the data generator and reward functions, which both runs share).
+# The plain script: what a Tunix user writes by hand for the same run. It shares only the model
+# loader, the data generator and the reward functions with rlexp; the training loop is Tunix's.
 PLAIN = r"""
 import json, sys, time
 import numpy as np, optax, jax
@@ -34,9 +34,8 @@ from tunix.rl.grpo.grpo_learner import GRPOConfig, GRPOLearner
 from tunix.rl.rollout.base_rollout import RolloutConfig
 from tunix.sft.hooks import TrainingHooks
 from tunix.sft.metrics_logger import MetricsLoggerOptions
-from tunix.models.qwen3 import params
 from transformers import AutoTokenizer
-from rlexp.models.loader import tunix_config, resolve_model_dir
+from rlexp.models.loader import load_model, resolve_model_dir
 from rlexp.data.registry import load_splits
 from rlexp.rewards.registry import make_reward_fn
 from tests.helpers import compose_conf
@@ -47,8 +46,8 @@ t = conf.trainer
 mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("fsdp", "tp"), axis_types=(AxisType.Auto,) * 2)
 folder = str(resolve_model_dir(conf.model))
 tok = AutoTokenizer.from_pretrained(folder)
-actor = params.create_model_from_safe_tensors(folder, tunix_config(conf.model), mesh=mesh)
-ref = params.create_model_from_safe_tensors(folder, tunix_config(conf.model), mesh=mesh)
+actor = load_model(conf.model, mesh)  # the same network (rlexp's loader honours the checkpoint's RoPE)
+ref = load_model(conf.model, mesh)
 sched = optax.join_schedules([optax.linear_schedule(0.0, t.learning_rate, int(0.1 * steps)),
                               optax.cosine_decay_schedule(t.learning_rate, steps - int(0.1 * steps))], [int(0.1 * steps)])
 opt = optax.chain(optax.clip_by_global_norm(t.grad_clip), optax.adamw(sched, b1=t.adam_b1, b2=t.adam_b2, weight_decay=0.0))
