@@ -31,7 +31,7 @@ def setup_jax(conf: RlexpConfig) -> None:
         cache = Path(conf.compile_cache.dir).expanduser()
         cache.mkdir(parents=True, exist_ok=True)
         jax.config.update("jax_compilation_cache_dir", str(cache))
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 
