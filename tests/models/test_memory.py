@@ -10,8 +10,10 @@ from rlexp.errors import ConfigError
 from rlexp.models.memory import GIB, check_fits, estimate_memory, format_estimate, kv_cache_bytes_per_sequence
 from tests.helpers import compose_conf
 
-GPT_OSS = ["experiment=gpt_oss_20b_gsm8k"]
-GEMMA = ["experiment=gemma4_e4b_omi2"]
+# the seed recipes' shapes, spelled out so the test does not move when a preset changes
+GPT_OSS = ["model=gpt_oss_20b", "slice=v5p-64", "trainer.batch_size=16", "trainer.num_generations=2",
+           "trainer.beta=0.08", "trainer.max_prompt_tokens=256", "trainer.max_completion_tokens=768"]  # fmt: skip
+GEMMA = ["model=gemma4_e4b", "slice=v6e-32", "trainer.max_prompt_tokens=512", "trainer.max_completion_tokens=3584"]
 
 
 def test_gpt_oss_20b_on_v5p_64_fits_with_the_published_numbers():
