@@ -1,0 +1,34 @@
+"""JAX's persistent compilation cache: filled by a run, off with one key."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO, SHORT
+
+pytestmark = pytest.mark.slow
+
+
+def train(tmp_path: Path, name: str, *extra: str) -> None:
+    args = [
+        *SHORT,
+        "trainer.max_steps=2",
+        "trainer.eval_every=2",
+        "trainer.checkpoint_every=2",
+        f"hydra.run.dir={tmp_path / name}",
+    ]
+    out = subprocess.run(
+        [sys.executable, "-m", "rlexp", *args, *extra], capture_output=True, text=True, cwd=REPO, timeout=600
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+
+
+def test_cache_is_filled_and_can_be_switched_off(tmp_path: Path) -> None:
+    train(tmp_path, "on", f"compile_cache.dir={tmp_path / 'cache-on'}")
+    assert len(list((tmp_path / "cache-on").iterdir())) > 10  # every jitted program of the run
+    train(tmp_path, "off", f"compile_cache.dir={tmp_path / 'cache-off'}", "compile_cache.enabled=false")
+    assert not (tmp_path / "cache-off").exists()
