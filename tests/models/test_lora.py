@@ -16,11 +16,13 @@ def tiny_dirs(tmp_path_factory):
     pytest.importorskip("torch")
     from rlexp.models.tiny_random import write
 
-    return {f: write(f, tmp_path_factory.mktemp(f)) for f in ("gpt_oss", "gemma4")}
+    return {f: write(f, tmp_path_factory.mktemp(f)) for f in ("gemma4",)}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", ["gemma4", "gpt_oss"])
+# gpt-oss adapters (q/k/v/o, contraction-first) are merged like the tiny Qwen3 export test checks; gemma4 adds
+# kv_einsum, whose adapter axes differ from the weight's
+@pytest.mark.parametrize("family", ["gemma4"])
 def test_merged_adapters_equal_the_adapted_model(family, tiny_dirs):
     from rlexp.models.loader import load_model
     from rlexp.models.lora import apply_lora, merged_state
