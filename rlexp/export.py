@@ -22,6 +22,8 @@ import numpy as np
 from rlexp.config.schema import ModelConfig, RlexpConfig
 from rlexp.errors import RlexpError
 
+SHARD = 5 * 2**30  # bytes per safetensors file, as the hub writes them
+
 COPIED_FILES = (
     "config.json",
     "generation_config.json",
@@ -195,8 +197,6 @@ def _source_tensors(folder: Path) -> dict[str, Any]:
 
 def export(target: str, out: str) -> Path:
     """Write the Hugging Face folder for a run's latest (or the given) actor checkpoint; returns it."""
-    from safetensors.numpy import save_file
-
     from rlexp.models.loader import load_model, resolve_model_dir
 
     run_dir, ckpt_root, step = find_checkpoint(Path(target).expanduser())
@@ -227,8 +227,10 @@ def export(target: str, out: str) -> Path:
     if dtype is not None:
         tensors = {k: (v.astype(dtype) if v.dtype.kind == "f" else v) for k, v in tensors.items()}
     dest = Path(out).expanduser()
+    if dest.resolve() == Path(base_dir).resolve():
+        raise RlexpError(f"--out {out} is the base checkpoint's folder; export into a new folder")
     dest.mkdir(parents=True, exist_ok=True)
-    save_file(tensors, str(dest / "model.safetensors"), metadata={"format": "pt", "rlexp_step": str(step)})
+    write_shards(tensors, dest, {"format": "pt", "rlexp_step": str(step)})
     for name in COPIED_FILES:
         if (base_dir / name).is_file():
             shutil.copy(base_dir / name, dest / name)
@@ -236,6 +238,33 @@ def export(target: str, out: str) -> Path:
     config.pop("quantization_config", None)  # weights are written dequantised
     (dest / "config.json").write_text(json.dumps(config, indent=2))
     return dest
+
+
+def write_shards(tensors: dict[str, np.ndarray], dest: Path, metadata: dict[str, str], max_bytes: int = SHARD) -> None:
+    """model.safetensors, or model-0000i-of-0000n.safetensors + index.json above `max_bytes` (the hub's layout)."""
+    from safetensors.numpy import save_file
+
+    for old in dest.glob("model*.safetensors*"):
+        old.unlink()
+    shards: list[dict[str, np.ndarray]] = [{}]
+    size = 0
+    for name in sorted(tensors):
+        nbytes = tensors[name].nbytes
+        if shards[-1] and size + nbytes > max_bytes:
+            shards.append({})
+            size = 0
+        shards[-1][name] = tensors[name]
+        size += nbytes
+    if len(shards) == 1:
+        save_file(shards[0], str(dest / "model.safetensors"), metadata=metadata)
+        return
+    weight_map = {}
+    for i, shard in enumerate(shards, 1):
+        fname = f"model-{i:05d}-of-{len(shards):05d}.safetensors"
+        save_file(shard, str(dest / fname), metadata=metadata)
+        weight_map.update(dict.fromkeys(shard, fname))
+    index = {"metadata": {"total_size": sum(v.nbytes for v in tensors.values())}, "weight_map": weight_map}
+    (dest / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
 
 
 def _restore(model: Any, root: Path, step: int, *, lora_only: bool) -> None:

@@ -97,3 +97,18 @@ def test_export_without_checkpoint_is_one_line(tmp_path, capsys):
 
     assert main([str(tmp_path), "--out", str(tmp_path / "o")]) == 2
     assert "no checkpoints/actor/<step>" in capsys.readouterr().err
+
+
+def test_large_exports_are_sharded_with_an_index(tmp_path):
+    from rlexp.export import write_shards
+    from rlexp.models.checkpoint import safetensors_files
+    from rlexp.models.gpt_oss.params import read_safetensors
+
+    tensors = {f"w{i}": np.full((256,), i, np.float32) for i in range(5)}  # 1 KiB each
+    write_shards(tensors, tmp_path, {"format": "pt"}, max_bytes=2048)
+    files = safetensors_files(str(tmp_path))
+    assert [Path(f).name for f in files] == [f"model-0000{i}-of-00003.safetensors" for i in (1, 2, 3)]
+    back = {k: np.asarray(v) for f in files for k, v in read_safetensors(f)}
+    assert sorted(back) == sorted(tensors) and all((back[k] == tensors[k]).all() for k in tensors)
+    write_shards(tensors, tmp_path, {"format": "pt"})  # small again: one file, stale shards removed
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.safetensors"]
