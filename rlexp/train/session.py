@@ -106,11 +106,16 @@ class TrainingSession:
 
         self.meshes = build_meshes(self.conf)
         tokenizer = load_tokenizer(self.conf.model)
-        actor = load_model(self.conf.model, self.meshes[0])
         t = self.conf.trainer
         needs_reference = t.beta > 0 or t.algorithm == "dapo"  # Tunix's DAPO needs one even without KL
+        base = load_model(self.conf.model, self.meshes[0])
+        if t.lora.rank > 0:
+            from rlexp.models.lora import apply_lora
+
+            # Only the adapters train; the frozen base they sit on is the reference policy itself.
+            return tokenizer, apply_lora(base, t.lora, self.meshes[0], seed=self.conf.seed), base
         reference = load_model(self.conf.model, self.meshes[0]) if needs_reference else None
-        return tokenizer, actor, reference
+        return tokenizer, base, reference
 
     # -- hook callbacks -----------------------------------------------------------------------
     def metric_fn(self, prompts, completions, rewards, advantages, **fields):  # noqa: ANN001, ANN201

@@ -171,3 +171,23 @@ def test_micro_batches_accumulate_into_one_update_per_step(tmp_path: Path) -> No
     assert sorted(steps) == [1, 2, 3, 4]  # 4 optimizer updates, each over 4 micro-batches of 2 prompts
     assert all("loss" in steps[s] for s in (2, 3, 4))
     assert "4" in [p.name for p in (tmp_path / "checkpoints" / "actor").iterdir()]
+
+
+def test_lora_trains_only_adapters(tmp_path: Path) -> None:
+    run(tmp_path, [*SHORT, "trainer.max_steps=4", "trainer.lora.rank=4", "trainer.learning_rate=3e-3"])
+    steps = train_steps(tmp_path)
+    assert sorted(steps) == [1, 2, 3, 4] and all(steps[s]["grad_norm"] > 0 for s in (2, 3, 4))
+    saved = tmp_path / "checkpoints" / "actor" / "4" / "model_params"
+    import orbax.checkpoint as ocp
+
+    tree = ocp.PyTreeCheckpointer().metadata(saved).item_metadata.tree
+    names = {"/".join(map(str, k)) for k in _flat_keys(tree)}
+    assert names and all("lora" in n for n in names), sorted(names)[:5]  # Tunix saves only the adapters
+
+
+def _flat_keys(tree, prefix=()):  # noqa: ANN001, ANN202
+    items = tree.items() if hasattr(tree, "items") else []
+    out = []
+    for k, v in items:
+        out += _flat_keys(v, (*prefix, k)) if hasattr(v, "items") else [(*prefix, k)]
+    return out
