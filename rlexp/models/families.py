@@ -156,11 +156,32 @@ def check_hf_config(m: ModelConfig, hf: dict[str, Any], source: str) -> None:
             continue
         if not _same(want, got):
             rows.append(f"model.{ours}={want} vs {theirs}={got}")
+    rows += _rope_mismatches(m, tc)
     if rows:
         raise RlexpError(
             f"{source}/config.json disagrees with model={m.name}: {'; '.join(rows)}; "
             "pick the model option matching the checkpoint or fix the option"
         )
+
+
+def _rope_mismatches(m: ModelConfig, tc: dict[str, Any]) -> list[str]:
+    """RoPE theta and scaling (llama3 / yarn) of the option against config.json, old or new key layout."""
+    x = m.extra or {}
+    params = tc.get("rope_parameters") if isinstance(tc.get("rope_parameters"), dict) else {}
+    rows = []
+    theirs_theta = tc.get("rope_theta", params.get("rope_theta"))
+    if (
+        "rope_theta" in x
+        and "rope_theta" not in tc
+        and theirs_theta is not None
+        and not _same(x["rope_theta"], theirs_theta)
+    ):
+        rows.append(f"model.extra.rope_theta={x['rope_theta']} vs rope_parameters.rope_theta={theirs_theta}")
+    scaling = tc.get("rope_scaling") if isinstance(tc.get("rope_scaling"), dict) else params
+    for key, want in (x.get("rope_scaling") or {}).items():
+        if key in scaling and not _same(want, scaling[key]):
+            rows.append(f"model.extra.rope_scaling.{key}={want} vs rope_scaling.{key}={scaling[key]}")
+    return rows
 
 
 def read_hf_config(ckpt_dir: str) -> dict[str, Any]:

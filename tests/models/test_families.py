@@ -185,3 +185,20 @@ def test_remote_folder_is_copied_once_and_checked(tmp_path):
     fs.pipe("/bucket/bad/model.safetensors.index.json", b'{"weight_map": {"a": "model-00001-of-00002.safetensors"}}')
     with pytest.raises(RlexpError, match="model-00001-of-00002.safetensors"):
         local_copy("memory://bucket/bad", cache_root=str(tmp_path))
+
+
+def test_rope_scaling_mismatch_is_named():
+    m = compose_conf(["model=gpt_oss_20b"]).model
+    hf = {"model_type": "gpt_oss", "num_hidden_layers": 24, "vocab_size": 201088, "hidden_size": 2880,
+          "intermediate_size": 2880, "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64,
+          "num_local_experts": 32, "num_experts_per_tok": 4, "sliding_window": 128, "rope_theta": 150000,
+          "rope_scaling": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                           "truncate": False, "original_max_position_embeddings": 4096}}  # fmt: skip
+    check_hf_config(m, hf, "/ckpt")
+    hf["rope_scaling"] = {**hf["rope_scaling"], "factor": 8.0}
+    with pytest.raises(RlexpError, match=r"model.extra.rope_scaling.factor=32.0 vs rope_scaling.factor=8.0"):
+        check_hf_config(m, hf, "/ckpt")
+    new_layout = {k: v for k, v in hf.items() if k not in ("rope_theta", "rope_scaling")}
+    new_layout["rope_parameters"] = {**hf["rope_scaling"], "factor": 32.0, "rope_theta": 10000.0}
+    with pytest.raises(RlexpError, match=r"rope_theta=150000 vs rope_parameters.rope_theta=10000.0"):
+        check_hf_config(m, new_layout, "/ckpt")
