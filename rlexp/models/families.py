@@ -58,6 +58,8 @@ FAMILIES: dict[str, Family] = {
             "extra.per_layer_input_dim": "hidden_size_per_layer_input",
             "extra.num_kv_shared_layers": "num_kv_shared_layers",
             "extra.sliding_window": "sliding_window",
+            "extra.final_logit_softcap": "final_logit_softcapping",
+            "extra.use_double_wide_mlp": "use_double_wide_mlp",
         },
     ),
     "gpt_oss": Family(
