@@ -19,6 +19,8 @@ OMI2 = [
     "experiment=gemma4_e4b_omi2",
     f"dataset.source={FIX / 'omi2_train_1M.jsonl'}",
     "trainer.batch_size=2",  # the fixture has 10 usable rows; the preset's 500 x 128 would not fit
+    "trainer.micro_batch_size=1",
+    "trainer.rollout_micro_batch_size=2",
     "trainer.max_steps=4",
 ]
 COMPLETIONS = f"validate.completions={FIX / 'omi2_completions.jsonl'}"
