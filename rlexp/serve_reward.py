@@ -23,6 +23,8 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from rlexp.errors import RlexpError
+
 FAULTS = ("timeout", "5xx", "nan")
 
 
@@ -141,6 +143,14 @@ def start_server(
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except RlexpError as err:
+        print(f"serve_reward: error: {err}", file=sys.stderr)
+        return 2
+
+
+def _main(argv: list[str] | None) -> int:
     p = argparse.ArgumentParser(prog="python -m rlexp.serve_reward", description=__doc__.splitlines()[0])
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)

@@ -8,15 +8,14 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
+import torch
+import transformers
 from flax import nnx
 from omegaconf import OmegaConf
 
 from rlexp.config.schema import ModelConfig
 from tests.helpers import compose_cfg
 from tests.models.parity import max_rel_error, rlexp_logits
-
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
 
 
 def make_run(run_dir: Path, model: ModelConfig | None, overrides: list[str], step: int, *, lora: bool = False):

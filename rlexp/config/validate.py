@@ -142,12 +142,19 @@ def validate(cfg: RlexpConfig) -> None:
             f"max_prompt_tokens + max_completion_tokens = {total} exceeds model {m.name}'s "
             f"context of {m.max_context}; lower one of them",
         )
+    if cfg.dataset.loader in ("jsonl", "parquet") and not cfg.dataset.source:
+        raise ConfigError(
+            "dataset.source", None, f"set the {cfg.dataset.loader} file or folder to read (a path or gs://)"
+        )
     if cfg.dataset.train_size > 0:  # datasets of unknown size are checked after loading
         check_steps(cfg, cfg.dataset.train_size)
     if t.eval_prompts > cfg.dataset.eval_size > 0:
         raise ConfigError("trainer.eval_prompts", t.eval_prompts, f"the eval split has {cfg.dataset.eval_size} rows")
     _check_reward(cfg)
     _choice("logger.name", cfg.logger.name, ("none", "wandb", "tensorboard"))
+    from rlexp.models.memory import check_fits  # here, not at the top: memory.py imports this module
+
+    check_fits(cfg)  # chips of known memory only (TPU/GPU slices); the message carries the numbers
 
 
 def check_steps(cfg: RlexpConfig, train_rows: int) -> None:

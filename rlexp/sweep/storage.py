@@ -26,7 +26,12 @@ def join(base: str, *parts: str) -> str:
 
 
 def _fs(path: str) -> tuple[fsspec.AbstractFileSystem, str]:
-    return fsspec.core.url_to_fs(str(path))
+    try:
+        return fsspec.core.url_to_fs(str(path))
+    except (ImportError, ValueError) as err:  # gs:// without gcsfs, an unknown protocol: one line, no traceback
+        from rlexp.errors import RlexpError
+
+        raise RlexpError(f"{path}: {str(err).splitlines()[0]} (pip install gcsfs for gs://)") from None
 
 
 def exists(path: str) -> bool:

@@ -27,6 +27,7 @@ def setup_jax(conf: RlexpConfig) -> None:
     # console for rlexp's progress bar and summary (warnings and errors still show).
     absl_logging.set_verbosity(absl_logging.WARNING)
     logging.getLogger("absl").setLevel(logging.WARNING)
+    logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)  # "Unable to initialize backend 'tpu'"
     jax.config.update("jax_enable_compilation_cache", conf.compile_cache.enabled)
     if conf.compile_cache.enabled:
         cache = Path(conf.compile_cache.dir).expanduser()

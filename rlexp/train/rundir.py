@@ -1,57 +1,26 @@
-"""The run directory: atomic small files through fsspec (local or gs://), versions, resume state."""
+"""Run-directory helpers of the trainer: package versions, dotted summary keys, resumable metrics.
+
+Small-file IO (local paths or gs:// through fsspec, atomic local writes) is rlexp.sweep.storage.
+"""
 
 from __future__ import annotations
 
 import json
 import subprocess
+import time
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import fsspec
+from rlexp.sweep import storage
 
 PACKAGES = ("rlexp", "google-tunix", "jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "hydra-core")
 
 
-def join(root: str, *parts: str) -> str:
-    return "/".join([root.rstrip("/"), *parts])
-
-
-def exists(path: str) -> bool:
-    fs, p = fsspec.core.url_to_fs(path)
-    return fs.exists(p)
-
-
-def write_json_atomic(path: str, obj: Any) -> None:
-    """Write JSON so a reader never sees half a file (tmp + rename on local disks)."""
-    text = json.dumps(obj, indent=2, sort_keys=False, allow_nan=True) + "\n"
-    fs, p = fsspec.core.url_to_fs(path)
-    if fs.protocol in ("file", ("file", "local")) or "file" in fs.protocol:
-        tmp = Path(p).with_suffix(".tmp")
-        tmp.write_text(text)
-        tmp.replace(p)
-    else:  # object stores replace whole objects on write
-        with fs.open(p, "w") as f:
-            f.write(text)
-
-
-def read_json(path: str) -> Any:
-    with fsspec.open(path, "r") as f:
-        return json.load(f)
-
-
-def read_jsonl(path: str) -> list[dict[str, Any]]:
-    if not exists(path):
-        return []
-    with fsspec.open(path, "r") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
 def truncate_jsonl(path: str, max_step: int) -> None:
     """Drop records after `max_step` (steps that a resumed run will redo)."""
-    records = [r for r in read_jsonl(path) if r.get("step", 0) <= max_step]
-    with fsspec.open(path, "w") as f:
-        f.writelines(json.dumps(r) + "\n" for r in records)
+    records = [r for r in storage.read_jsonl(path) if r.get("step", 0) <= max_step]
+    storage.write_text(path, "".join(json.dumps(r) + "\n" for r in records))
 
 
 def versions() -> dict[str, str]:
@@ -63,17 +32,17 @@ def versions() -> dict[str, str]:
             out[pkg] = "not installed"
     try:
         repo = Path(__file__).resolve().parents[2]
-        commit = subprocess.run(
-            ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=False
-        ).stdout.strip()
+        git = ["git", "-C", str(repo)]
+        commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=False)
         dirty = subprocess.run(
-            ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+            [*git, "status", "--porcelain", "--untracked-files=no"],
             capture_output=True,
             text=True,
             timeout=5,
             check=False,
-        ).stdout.strip()
-        out["git_commit"] = (commit + ("-dirty" if dirty else "")) or "unknown"
+        )
+        head = commit.stdout.strip()
+        out["git_commit"] = (head + ("-dirty" if dirty.stdout.strip() else "")) if head else "unknown"
     except (OSError, subprocess.SubprocessError):
         out["git_commit"] = "unknown"
     return out
@@ -86,3 +55,32 @@ def dotted_get(obj: dict[str, Any], dotted: str) -> Any:
             return None
         obj = obj[part]
     return obj
+
+
+class JsonlSink:
+    """An append-only JSONL file of the run dir (metrics, samples), local or on an object store.
+
+    Local files are appended to. Object stores cannot append, so there the whole file is
+    rewritten — at most every `min_interval_s`, and always on `close()`.
+    """
+
+    def __init__(self, path: str, min_interval_s: float = 30.0) -> None:
+        self.path, self.remote, self.min_interval_s = path, storage.is_url(path), min_interval_s
+        self._lines: list[str] = (storage.read_text(path) or "").splitlines(keepends=True) if self.remote else []
+        self._written = time.monotonic()
+
+    def write(self, lines: list[str]) -> None:
+        if not lines:
+            return
+        if not self.remote:
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.writelines(lines)
+            return
+        self._lines += lines
+        if time.monotonic() - self._written >= self.min_interval_s:
+            self.close()
+
+    def close(self) -> None:
+        if self.remote:
+            storage.write_text(self.path, "".join(self._lines))
+            self._written = time.monotonic()

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
-import fsspec
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
@@ -24,6 +24,7 @@ from rlexp.data.registry import load_splits
 from rlexp.data.templates import render_splits
 from rlexp.errors import ConfigError, RlexpError
 from rlexp.rewards.compose import build_rewards
+from rlexp.sweep import storage
 from rlexp.train import rundir
 from rlexp.train.metrics import MetricsCollector, group_stats, rlexp_metric_key, to_json_line
 
@@ -45,7 +46,7 @@ def batches(rows: list[dict[str, Any]], batch_size: int, epochs: int, seed: int)
 class TrainingSession:
     def __init__(self, conf: RlexpConfig, cfg: DictConfig, run_dir: str) -> None:
         self.conf, self.cfg, self.run_dir = conf, cfg, run_dir
-        self.path = lambda name: rundir.join(run_dir, name)  # noqa: E731
+        self.path = lambda name: storage.join(run_dir, name)  # noqa: E731
         self.collector = MetricsCollector()
         self.reward_error: RlexpError | None = None
         self.evals: dict[str, dict[str, float]] = {}
@@ -54,17 +55,18 @@ class TrainingSession:
 
     # -- setup -------------------------------------------------------------------------------
     def _check_run_dir(self) -> None:
-        fs, root = fsspec.core.url_to_fs(self.run_dir)
-        fs.makedirs(root, exist_ok=True)
-        has_ckpt = fs.exists(f"{root}/checkpoints/actor") and bool(fs.ls(f"{root}/checkpoints/actor"))
+        if not storage.is_url(self.run_dir):
+            Path(self.run_dir).mkdir(parents=True, exist_ok=True)
+        has_ckpt = bool(storage.list_dirs(self.path("checkpoints/actor")))
         if has_ckpt and self.conf.trainer.resume == "never":
             raise ConfigError(
                 "trainer.resume",
                 "never",
                 f"{self.run_dir} already holds checkpoints; choose another hydra.run.dir or use trainer.resume=auto",
             )
-        if has_ckpt and fs.exists(f"{root}/config.yaml"):
-            self._check_same_config(OmegaConf.load(fs.open(f"{root}/config.yaml")))
+        previous = storage.read_text(self.path("config.yaml"))
+        if has_ckpt and previous:
+            self._check_same_config(OmegaConf.create(previous))
 
     # Keys a resumed run may change: they do not alter what is trained.
     RESUMABLE_CHANGES = ("trainer.resume", "logger.", "compile_cache.", "output_dir", "sweep.", "validate.")
@@ -133,24 +135,24 @@ class TrainingSession:
 
     def _write_samples(self, step, prompts, completions, rewards, fields, per_sample) -> None:  # noqa: ANN001
         n = len(completions)
-        with fsspec.open(self.path("samples.jsonl"), "a") as f:
-            for i in range(n):
-                row = {
-                    "step": step,
-                    "id": str(fields["id"][i]) if "id" in fields else str(i),
-                    "prompt": str(prompts[i]),
-                    "completion": completions[i],
-                    "answer": str(fields["answer"][i]) if "answer" in fields else None,
-                    "reward": float(rewards[i]),
-                    "rewards": {k: v[i] for k, v in per_sample.items() if len(v) == n},
-                }
-                f.write(to_json_line(row))
+        rows = []
+        for i in range(n):
+            row = {
+                "step": step,
+                "id": str(fields["id"][i]) if "id" in fields else str(i),
+                "prompt": str(prompts[i]),
+                "completion": completions[i],
+                "answer": str(fields["answer"][i]) if "answer" in fields else None,
+                "reward": float(rewards[i]),
+                "rewards": {k: v[i] for k, v in per_sample.items() if len(v) == n},
+            }
+            rows.append(to_json_line(row))
+        self.samples.write(rows)
 
     def flush_metrics(self, last_step: int) -> None:
         records = self.collector.pop_until(last_step)
         if records:
-            with fsspec.open(self.path("metrics.jsonl"), "a") as f:
-                f.writelines(to_json_line(r) for r in records)
+            self.metrics.write([to_json_line(r) for r in records])
             for r in records:
                 self.tracker.log(r["step"], {k: v for k, v in r.items() if k != "step"})
 
@@ -165,7 +167,7 @@ class TrainingSession:
         result = evaluate(self.cluster, self.eval_rows, self.conf, self.cluster.cluster_config.rollout_config)
         self.collector.add(step, {f"eval/{k}": v for k, v in result.items()})
         self.evals[label or str(step)] = {**result, "step": step}
-        rundir.write_json_atomic(self.path("evals.json"), self.evals)
+        storage.write_json(self.path("evals.json"), self.evals)
         return result
 
     def progress(self, step: int) -> None:
@@ -197,8 +199,7 @@ class TrainingSession:
         t = self.conf.trainer
         self._check_run_dir()
         resolved = OmegaConf.to_container(self.cfg, resolve=True)
-        with fsspec.open(self.path("config.yaml"), "w") as f:
-            f.write(OmegaConf.to_yaml(self.cfg, resolve=True))
+        storage.write_text(self.path("config.yaml"), OmegaConf.to_yaml(self.cfg, resolve=True))
         tokenizer, actor, reference = self._load_models()
         self._load_data(tokenizer)
         self.rewards = build_rewards(self.conf.reward)
@@ -207,11 +208,14 @@ class TrainingSession:
         self.cluster.actor_trainer.with_training_hooks(StepHooks(self))
         self.start_step = start_step = self.cluster.actor_trainer.train_steps  # > 0 after a restore
         self.tracker = make_tracker(self.conf, self.run_dir, resolved)
-        if start_step:
+        if start_step:  # steps after the checkpoint are redone: drop what an interrupted run wrote of them
             rundir.truncate_jsonl(self.path("metrics.jsonl"), start_step)
-            if rundir.exists(self.path("evals.json")):
-                self.evals = rundir.read_json(self.path("evals.json"))
+            rundir.truncate_jsonl(self.path("samples.jsonl"), start_step)
+            if storage.exists(self.path("evals.json")):
+                self.evals = storage.read_json(self.path("evals.json"))
             print(f"rlexp: resuming {self.run_dir} from step {start_step}", file=sys.stderr)
+        self.metrics = rundir.JsonlSink(self.path("metrics.jsonl"))
+        self.samples = rundir.JsonlSink(self.path("samples.jsonl"))
         if "before" not in self.evals:
             self.run_eval(0, "before")
             self.flush_metrics(0)
@@ -233,8 +237,9 @@ class TrainingSession:
         if status == "completed":
             self.run_eval(steps, "after")
         self.flush_metrics(10**9)
+        self.metrics.close(), self.samples.close()
         summary = self._summary(status, steps, time.perf_counter() - started)
-        rundir.write_json_atomic(self.path("summary.json"), summary)
+        storage.write_json(self.path("summary.json"), summary)
         self.tracker.finish(summary, exit_code=0 if status == "completed" else 1)
         self.rewards.close()
         self._print_summary(summary)

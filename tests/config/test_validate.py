@@ -52,6 +52,13 @@ CASES = [
         "must divide",
         ["trainer.rollout_micro_batch_size=2"],
     ),
+    (["dataset=jsonl"], "dataset.source", "set the jsonl file", ["dataset=jsonl", "dataset.source=rows.jsonl"]),
+    (
+        ["model=qwen3_8b", "slice=h200", "trainer.max_prompt_tokens=512", "trainer.max_completion_tokens=512"],
+        "slice",
+        "does not fit; largest is",
+        ["model=qwen3_0_6b", "slice=h200", "trainer.max_prompt_tokens=512", "trainer.max_completion_tokens=512"],
+    ),
     (["trainer.num_generations=1"], "trainer.num_generations", ">= 2", ["trainer.num_generations=2"]),
     (["trainer.learning_rate=0"], "trainer.learning_rate", "> 0", ["trainer.learning_rate=1e-6"]),
     (["trainer.warmup_ratio=1.0"], "trainer.warmup_ratio", "[0, 1)", ["trainer.warmup_ratio=0.0"]),

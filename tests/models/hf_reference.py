@@ -6,8 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-torch = __import__("pytest").importorskip("torch")
+import torch
 import transformers  # noqa: E402
 
 VOCAB = 96

@@ -13,7 +13,8 @@ from tests.models.parity import max_rel_error, rlexp_logits
 
 @pytest.fixture(scope="module")
 def tiny_dirs(tmp_path_factory):
-    pytest.importorskip("torch")
+    import torch  # noqa: F401 - the reference implementations need it
+
     from rlexp.models.tiny_random import write
 
     return {f: write(f, tmp_path_factory.mktemp(f)) for f in ("gemma4",)}

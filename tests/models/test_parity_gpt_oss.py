@@ -7,11 +7,10 @@ import json
 
 import numpy as np
 import pytest
+import transformers
 
 from tests.models.hf_reference import VOCAB, hf_greedy, hf_logits, make_model, prompt_tokens, save_reference
 from tests.models.parity import max_rel_error, rlexp_greedy, rlexp_logits
-
-transformers = pytest.importorskip("transformers")
 
 TOL = 1e-4
 GEN = 32
