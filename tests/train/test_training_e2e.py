@@ -191,3 +191,35 @@ def _flat_keys(tree, prefix=()):  # noqa: ANN001, ANN202
     for k, v in items:
         out += _flat_keys(v, (*prefix, k)) if hasattr(v, "items") else [(*prefix, k)]
     return out
+
+
+def test_reward_error_budget_stops_with_a_checkpoint(tmp_path: Path) -> None:
+    calls = {"n": 0}
+
+    @register("test_fail_from_step_3")
+    def _():
+        def test_fail_from_step_3(prompts, completions, **_):
+            calls["n"] += 1
+            if calls["n"] >= 3:
+                raise RuntimeError("reward service down")
+            return [0.0] * len(completions)
+
+        return test_fail_from_step_3
+
+    overrides = [
+        *SHORT,
+        "trainer.max_steps=8",
+        "reward.max_error_ratio=0.4",
+        "reward.functions=[{fn: arith_correct}, {fn: test_fail_from_step_3, weight: 0.0}]",
+    ]
+    with pytest.raises(RlexpError, match="reward.max_error_ratio=0.4: 50% of the step's reward calls"):
+        run(tmp_path, overrides)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["status"] == "failed" and summary["train"]["steps"] == 2  # step 3's rollout broke the budget
+    assert "2" in [p.name for p in (tmp_path / "checkpoints" / "actor").iterdir()]
+    errors = [
+        r["rewards/test_fail_from_step_3/errors"]
+        for r in records(tmp_path)
+        if "rewards/test_fail_from_step_3/errors" in r
+    ]
+    assert errors[:2] == [0.0, 0.0]
