@@ -9,8 +9,10 @@ def _entry() -> None:
 
         print_help()
         return
+    from rlexp.cli_errors import install
     from rlexp.main import main
 
+    install()  # one-line messages for unknown options, keys and wrong types
     main()
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.helpers import REPO
 
 PROBE = """
@@ -72,3 +74,21 @@ def test_full_error_env_keeps_traceback(tmp_path) -> None:
         env={**__import__("os").environ, "HYDRA_FULL_ERROR": "1"},
     )
     assert out.returncode != 0 and "Traceback" in out.stderr and "ConfigError" in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("override", "line"),
+    [
+        ("model=nope", "model='nope': no such option; use one of gemma4_e2b, gemma4_e4b,"),
+        (
+            "trainer.learning_rate=abc",
+            "trainer.learning_rate='abc': Value 'abc' of type 'str' could not be converted to Float",
+        ),
+        ("trainer.learning_rat=1e-3", "trainer.learning_rat: no such key (Key 'learning_rat' not in 'TrainerConfig')"),
+    ],
+)
+def test_composition_errors_are_one_line(override: str, line: str, tmp_path) -> None:
+    out = rlexp(override, f"hydra.run.dir={tmp_path}/run", cwd=tmp_path)
+    errors = [ln for ln in out.stderr.splitlines() if ln.strip()]
+    assert out.returncode == 2 and len(errors) == 1, out.stderr
+    assert errors[0].startswith(f"rlexp: error: {line}") and "_schema" not in errors[0]

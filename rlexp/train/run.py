@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -12,14 +13,19 @@ from rlexp.errors import ConfigError
 from rlexp.train import rundir
 
 
+class _NotOnThisHost(logging.Filter):
+    """Tunix warns once per non-TPU device; on a CPU or GPU host that is expected, not news."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Skipping non-TPU device" not in record.getMessage()
+
+
 def setup_jax(conf: RlexpConfig) -> None:
     """Host devices and the persistent compilation cache; must run before JAX is first used."""
     if conf.slice.kind == "cpu" and conf.slice.devices > 1:
         flag = f"--xla_force_host_platform_device_count={conf.slice.devices}"
         if flag not in os.environ.get("XLA_FLAGS", ""):
             os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + flag).strip()
-    import logging
-
     import jax
     from absl import logging as absl_logging
 
@@ -28,6 +34,9 @@ def setup_jax(conf: RlexpConfig) -> None:
     absl_logging.set_verbosity(absl_logging.WARNING)
     logging.getLogger("absl").setLevel(logging.WARNING)
     logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)  # "Unable to initialize backend 'tpu'"
+    absl_logger = logging.getLogger("absl")
+    if not any(isinstance(f, _NotOnThisHost) for f in absl_logger.filters):
+        absl_logger.addFilter(_NotOnThisHost())
     jax.config.update("jax_enable_compilation_cache", conf.compile_cache.enabled)
     if conf.compile_cache.enabled:
         cache = Path(conf.compile_cache.dir).expanduser()
