@@ -193,17 +193,15 @@ def zero_variance_share(items: list[dict[str, Any]], totals: list[float]) -> flo
 
 
 def _memory(cfg: RlexpConfig, rep: _Report) -> dict[str, Any] | None:
-    try:
-        from rlexp.models.memory import estimate_memory
-    except ImportError:
-        rep.add("memory", "skipped", "no memory estimate in this installation")
-        return None
+    from rlexp.models.memory import estimate_memory, format_estimate
+
     try:
         est = estimate_memory(cfg)
     except Exception as err:  # noqa: BLE001 - the estimate is advisory; config errors are reported by "config"
         rep.add("memory", "warning", f"no estimate: {err}")
         return None
-    rep.add("memory", "ok")
+    rep.add("memory", "ok", format_estimate(est))
+    print(f"rlexp: {format_estimate(est)}")
     if est and est.get("capacity") and est["total"] > est["capacity"]:
         gib = 2**30
         rep.add("memory_fits", "warning", f"estimate {est['total'] / gib:.1f} GiB > {est['capacity'] / gib:.1f} GiB")

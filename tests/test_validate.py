@@ -174,3 +174,17 @@ def test_offline_preflight_skips_an_uncached_hub_dataset(tmp_path, monkeypatch) 
     check = next(c for c in result["checks"] if c["name"] == "dataset")
     assert check["status"] == "skipped" and "openai/gsm8k" in check["detail"], check
     assert any(s.startswith("dataset: openai/gsm8k") for s in result["skipped"])
+
+
+@pytest.mark.parametrize(
+    ("preset", "line"),
+    [
+        ("gemma4_e4b_omi2", "memory per chip for gemma4_e4b on v6e-32 (16 trainer chips"),
+        ("gpt_oss_20b_gsm8k", "memory per chip for gpt_oss_20b on v5p-64 (16 trainer chips"),
+    ],
+)
+def test_preflight_prints_the_memory_estimate(preset, line, tmp_path, capsys, monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    result = preflight(compose_conf([f"experiment={preset}"]), str(tmp_path), allow_downloads=False)
+    assert line in capsys.readouterr().out
+    assert result["memory"]["total"] < result["memory"]["capacity"]
