@@ -90,7 +90,14 @@ def build_cluster(cfg: RlexpConfig, actor: Any, reference: Any, tokenizer: Any, 
         max_steps=t.max_steps,
         checkpoint_root_directory=f"{run_dir.rstrip('/')}/checkpoints",
         checkpointing_options=ocp.CheckpointManagerOptions(
-            save_interval_steps=t.checkpoint_every, max_to_keep=t.keep_checkpoints
+            max_to_keep=t.keep_checkpoints,
+            # every checkpoint_every steps (and on preemption); orbax's default would also save step 1
+            save_decision_policy=ocp.checkpoint_managers.AnySavePolicy(
+                [
+                    ocp.checkpoint_managers.FixedIntervalPolicy(t.checkpoint_every),
+                    ocp.checkpoint_managers.PreemptionCheckpointingPolicy(),
+                ]
+            ),
         ),
         # custom_backend replaces Tunix's default TensorBoard/W&B backends with rlexp's collector.
         metrics_logging_options=MetricsLoggerOptions(

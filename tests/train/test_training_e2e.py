@@ -170,7 +170,7 @@ def test_micro_batches_accumulate_into_one_update_per_step(tmp_path: Path) -> No
     steps = train_steps(tmp_path)
     assert sorted(steps) == [1, 2, 3, 4]  # 4 optimizer updates, each over 4 micro-batches of 2 prompts
     assert all("loss" in steps[s] for s in (2, 3, 4))
-    assert "4" in [p.name for p in (tmp_path / "checkpoints" / "actor").iterdir()]
+    assert sorted(p.name for p in (tmp_path / "checkpoints" / "actor").iterdir()) == ["4"]
 
 
 def test_lora_trains_only_adapters(tmp_path: Path) -> None:
