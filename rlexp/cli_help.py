@@ -39,10 +39,16 @@ def group_table(conf_dir: Path) -> str:
         if line.strip().startswith("- ") and ":" in line:
             group, _, opt = line.strip()[2:].partition(":")
             defaults[group.strip()] = opt.strip()
-    for group_dir in sorted(p for p in conf_dir.iterdir() if p.is_dir() and p.name != "hydra"):
-        group = group_dir.name
-        lines.append(f"\n{group} (default: {defaults.get(group, '-')})")
-        for opt in sorted(group_dir.glob("*.yaml")):
+    groups = [p for p in conf_dir.iterdir() if p.is_dir() and p.name != "hydra"]
+    groups += [p for p in (conf_dir / "hydra").glob("*") if p.is_dir()]  # hydra/launcher
+    for group_dir in sorted(groups, key=lambda p: p.relative_to(conf_dir).as_posix()):
+        group = group_dir.relative_to(conf_dir).as_posix()
+        default = "basic (gke for TPU slices)" if group == "hydra/launcher" else defaults.get(group, "-")
+        lines.append(f"\n{group} (default: {default})")
+        if group == "hydra/launcher":  # launcher plugins register in code, not as files
+            lines.append(f"  {'basic':<22} Hydra's local launcher: jobs run on this machine, one after another.")
+            lines.append(f"  {'gke':<22} GKE JobSets with Pathways (TPU slices select it; dry_run=true only writes them).")
+        for opt in sorted(group_dir.glob("*.yaml"), key=lambda p: p.stem):
             lines.append(f"  {opt.stem:<22} {describe(opt)}")
     return "\n".join(lines)
 

@@ -168,7 +168,7 @@ def tpu_slice_yaml(name: str) -> str:
     trainer, rollout = s.trainer_rollout_split
     split = f"{trainer} trainer + {rollout} rollout chips" if rollout else "rollout colocated with the trainer"
     return (
-        f"# TPU {name}: {s.topology}, {s.chips} chips on {s.vms} VM{'s' if s.vms > 1 else ''}, "
+        f"# TPU {name}: {s.topology}, {s.chips} chip{'s' if s.chips > 1 else ''} on {s.vms} VM{'s' if s.vms > 1 else ''}, "
         f"{split}; runs on GKE (Pathways).\n"
         "# chips, VMs, labels, machine and Pathways instance type are derived (rlexp/launch/slices.py).\n"
         "defaults:\n"
