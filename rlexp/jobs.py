@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -33,6 +34,8 @@ def find_handles(target: str, namespace: str = "default", context: str | None = 
     """JobSets of a run or sweep dir (from launcher.json files), or the one JobSet named."""
     root = Path(target)
     if not root.exists():
+        if "/" in target or not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", target):
+            raise RlexpError(f"{target}: no such run or sweep dir, and not a JobSet name")
         return [Handle(target, target, namespace, context)]
     records = [root / "launcher.json"] if (root / "launcher.json").exists() else sorted(root.glob("**/launcher.json"))
     handles = []

@@ -186,7 +186,9 @@ def check_fits(cfg: RlexpConfig) -> dict[str, Any]:
             "activations": "fewer or shorter sequences per training step, or model.remat=full",
             "kv_cache": "fewer or shorter rollouts (batch_size x num_generations, max_completion_tokens)",
             "reference": "trainer.beta=0 (no reference model) or trainer.lora.rank > 0",
-        }.get(largest, "a larger slice, trainer.lora.rank > 0 or model.param_dtype=bfloat16")
+        }.get(largest, "a larger slice or trainer.lora.rank > 0")
+        if largest not in ("activations", "kv_cache", "reference") and cfg.model.param_dtype == "float32":
+            fixes += ", or model.param_dtype=bfloat16"
         raise ConfigError(
             "slice",
             cfg.slice.name,

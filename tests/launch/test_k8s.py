@@ -172,3 +172,11 @@ def test_resumed_sweep_does_not_resubmit_completed_jobs(
     assert again[0].return_value == 0.75
     assert len(api.jobsets) == 1  # only the job that had not completed was submitted again
     MemoryFileSystem.store.clear()
+
+
+def test_status_of_a_missing_dir_is_one_line(capsys: pytest.CaptureFixture) -> None:
+    assert jobs_main(["status", "/no/such/sweep"]) == 2
+    assert (
+        capsys.readouterr().err.strip()
+        == "rlexp.jobs: error: /no/such/sweep: no such run or sweep dir, and not a JobSet name"
+    )
