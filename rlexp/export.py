@@ -61,7 +61,8 @@ def run_config(run_dir: Path) -> RlexpConfig:
     return OmegaConf.to_object(merged)  # type: ignore[return-value]
 
 
-def _flat(model: Any) -> dict[str, np.ndarray]:
+def flat_params(model: Any) -> dict[str, np.ndarray]:
+    """{"layers.0.attn.q_proj.w": array, ...}: a model's nnx parameters by dotted path."""
     import jax
     from flax import nnx
 
@@ -214,7 +215,7 @@ def export(target: str, out: str) -> Path:
 
         params = merged_state(model, lora.alpha, lora.rank)
     else:
-        params = _flat(model)
+        params = flat_params(model)
     source = _source_tensors(base_dir)
     prefix = "model.language_model." if any(k.startswith("model.language_model.") for k in source) else "model."
     tensors = hf_tensors(m, params, prefix)

@@ -84,28 +84,6 @@ def warm_up(model, batches, lr: float, label_smoothing: float):
     return loss
 
 
-def hf_state_dict(model, c) -> dict[str, np.ndarray]:
-    """nnx Qwen3 parameters under Hugging Face Qwen3ForCausalLM names and layouts."""
-    from flax import nnx
-
-    flat = {".".join(map(str, p)): np.asarray(v.get_value()) for p, v in nnx.to_flat_state(nnx.state(model, nnx.Param))}
-    out = {"model.embed_tokens.weight": flat["embedder.input_embedding"], "model.norm.weight": flat["final_norm.w"]}
-    for i in range(c.num_layers):
-        p, h = f"layers.{i}.", f"model.layers.{i}."
-        for proj in ("q_proj", "k_proj", "v_proj"):  # nnx (embed, heads, head_dim) <- torch (heads*head_dim, embed)
-            w = flat[p + f"attn.{proj}.w"]
-            out[h + f"self_attn.{proj}.weight"] = w.reshape(w.shape[0], -1).T
-        w = flat[p + "attn.o_proj.w"]  # nnx (heads, head_dim, embed) <- torch (embed, heads*head_dim)
-        out[h + "self_attn.o_proj.weight"] = w.reshape(-1, w.shape[-1]).T
-        out[h + "self_attn.q_norm.weight"] = flat[p + "attn.q_norm.w"]
-        out[h + "self_attn.k_norm.weight"] = flat[p + "attn.k_norm.w"]
-        for proj in ("gate_proj", "up_proj", "down_proj"):
-            out[h + f"mlp.{proj}.weight"] = flat[p + f"mlp.{proj}.kernel"].T
-        out[h + "input_layernorm.weight"] = flat[p + "input_layernorm.w"]
-        out[h + "post_attention_layernorm.weight"] = flat[p + "post_attention_layernorm.w"]
-    return {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in out.items()}
-
-
 def hf_config(m) -> dict:
     return {
         "architectures": ["Qwen3ForCausalLM"],
@@ -148,6 +126,7 @@ def main() -> None:
     from safetensors.numpy import save_file
 
     from rlexp.data.registry import load_splits
+    from rlexp.export import flat_params, hf_tensors
     from rlexp.models import tunix_text
     from rlexp.models.tokenizer import build_char_tokenizer, load_tokenizer_dir
 
@@ -165,7 +144,12 @@ def main() -> None:
         args.lr,
         args.label_smoothing,
     )
-    save_file(hf_state_dict(model, cfg.model), str(args.out / "model.safetensors"), metadata={"format": "pt"})
+    tensors = hf_tensors(cfg.model, flat_params(model))  # the same nnx -> Hugging Face mapping as export
+    save_file(
+        {k: v.astype(np.float32) for k, v in tensors.items()},
+        str(args.out / "model.safetensors"),
+        metadata={"format": "pt"},
+    )
     (args.out / "config.json").write_text(json.dumps(hf_config(cfg.model), indent=2) + "\n")
     (args.out / "WARMUP.json").write_text(
         json.dumps(
