@@ -4,7 +4,8 @@ import sys
 
 
 def _entry() -> None:
-    if any(a in ("--help", "-h") for a in sys.argv[1:]):
+    args = sys.argv[1:]
+    if any(a in ("--help", "-h") for a in args):
         from rlexp.cli_help import print_help
 
         print_help()
@@ -13,7 +14,13 @@ def _entry() -> None:
     from rlexp.main import main
 
     install()  # one-line messages for unknown options, keys and wrong types
-    main()
+    try:
+        main()
+    finally:
+        if any(a in ("--cfg", "-c") for a in args) and "-m" not in args and "--multirun" not in args:
+            from rlexp.cli_help import print_memory_estimate
+
+            print_memory_estimate(args)
 
 
 if __name__ == "__main__":

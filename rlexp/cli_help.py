@@ -47,7 +47,9 @@ def group_table(conf_dir: Path) -> str:
         lines.append(f"\n{group} (default: {default})")
         if group == "hydra/launcher":  # launcher plugins register in code, not as files
             lines.append(f"  {'basic':<22} Hydra's local launcher: jobs run on this machine, one after another.")
-            lines.append(f"  {'gke':<22} GKE JobSets with Pathways (TPU slices select it; dry_run=true only writes them).")
+            lines.append(
+                f"  {'gke':<22} GKE JobSets with Pathways (TPU slices select it; dry_run=true only writes them)."
+            )
         for opt in sorted(group_dir.glob("*.yaml"), key=lambda p: p.stem):
             lines.append(f"  {opt.stem:<22} {describe(opt)}")
     return "\n".join(lines)
@@ -58,3 +60,30 @@ def print_help() -> None:
 
     print(USAGE)
     print("config groups and options:" + group_table(Path(CONF_DIR)))
+
+
+def print_memory_estimate(args: list[str]) -> None:
+    """After `--cfg`: the per-chip memory estimate of the composed config, as a YAML comment line.
+
+    Best effort: a config that does not compose (Hydra has already said why) prints nothing.
+    """
+    from hydra import compose, initialize_config_dir
+
+    from rlexp.main import CONF_DIR, to_config
+    from rlexp.models.memory import estimate_memory, format_estimate
+
+    skip = {"--cfg", "-c", "--package", "-p", "--resolve"}
+    overrides, i = [], 0
+    while i < len(args):
+        if args[i] in skip:
+            i += 2 if args[i] in ("--cfg", "-c", "--package", "-p") else 1
+            continue
+        if not args[i].startswith(("hydra.", "hydra/", "-")):
+            overrides.append(args[i])
+        i += 1
+    try:
+        with initialize_config_dir(config_dir=CONF_DIR, version_base=None):
+            est = estimate_memory(to_config(compose("config", overrides=overrides)))
+    except Exception:  # noqa: BLE001 - advisory only
+        return
+    print(f"# {format_estimate(est)}")

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 from tests.helpers import REPO
 
@@ -35,6 +36,9 @@ def test_cfg_job_prints_config_without_importing_jax(tmp_path) -> None:
     assert out.returncode == 0, out.stderr
     assert "algorithm: dapo" in out.stdout and "learning_rate: 3.0e-06" in out.stdout
     assert "HEAVY_MODULES=\n" in out.stdout, out.stdout.splitlines()[-1]
+    printed = out.stdout.split("HEAVY_MODULES=")[0]
+    assert "# memory per chip for tiny on cpu" in printed  # the estimate, as a YAML comment
+    assert yaml.safe_load(printed)["trainer"]["algorithm"] == "dapo"  # still valid YAML
     assert not list(tmp_path.iterdir()), "--cfg job must not create a run dir"
 
 
@@ -92,3 +96,9 @@ def test_composition_errors_are_one_line(override: str, line: str, tmp_path) -> 
     errors = [ln for ln in out.stderr.splitlines() if ln.strip()]
     assert out.returncode == 2 and len(errors) == 1, out.stderr
     assert errors[0].startswith(f"rlexp: error: {line}") and "_schema" not in errors[0]
+
+
+def test_cfg_prints_the_memory_estimate_of_a_tpu_run() -> None:
+    out = rlexp("--cfg", "job", "model=gpt_oss_20b", "slice=v5p-64")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-1].startswith("# memory per chip for gpt_oss_20b on v5p-64 (16 trainer chips")
