@@ -113,7 +113,14 @@ def build_cluster(cfg: RlexpConfig, actor: Any, reference: Any, tokenizer: Any, 
         training_config=training,
         rollout_config=rollout_config(cfg, tokenizer),
     )
-    return rl.RLCluster(actor=actor, reference=reference, tokenizer=tokenizer, cluster_config=cluster_config)
+    # Tunix's own span timings give perf/{mean,sum}/rollout_time (rlexp: perf/rollout_time_sec).
+    from tunix.perf.export import PerfMetricsExport
+    from tunix.perf.metrics import PerfMetricsConfig
+
+    perf = PerfMetricsConfig(custom_export_fn=PerfMetricsExport.from_cluster_config(cluster_config))
+    return rl.RLCluster(
+        actor=actor, reference=reference, tokenizer=tokenizer, cluster_config=cluster_config, perf_config=perf
+    )
 
 
 def build_learner(cfg: RlexpConfig, cluster: Any, reward_fns: list, metric_fns: list) -> Any:

@@ -88,11 +88,15 @@ class MetricsCollector:
         if name is None or step is None:
             return
         try:
-            v = float(np.asarray(value))
+            arr = np.asarray(value, dtype=np.float64).reshape(-1)  # Tunix passes un-aggregated (1,) arrays too
         except (TypeError, ValueError):
             return
-        # Actor metrics arrive at the 1-based train step; RL metrics at the 0-based global step.
-        step = int(step) if event.startswith("actor/") else int(step) + 1
+        if arr.size == 0:
+            return
+        v = float(arr[0]) if arr.size == 1 else float(arr.mean())
+        # Actor metrics arrive at the 1-based train step, perf metrics after the global step count
+        # was incremented (also 1-based); rollout/reward metrics at the 0-based global step.
+        step = int(step) if event.startswith(("actor/", "perf/")) else int(step) + 1
         with self._lock:
             self._by_step[step][name] = v
 

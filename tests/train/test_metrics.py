@@ -43,8 +43,9 @@ def test_collector_aligns_rl_and_actor_steps() -> None:
     c.log_scalar("rewards/train/sum", 0.75, step=1)
     c.log_scalar("rewards/train/sum", 0.75, step=1)  # Tunix may deliver twice: no duplicate
     c.log_scalar("jax/core/compile/x", 3.0, step=0)
+    c.log_scalar("perf/train/mean/rollout_time", np.array([0.125]), step=1)  # un-aggregated (1,) array, 1-based
     c.add(2, {"eval/pass_at_1": 0.4})
-    assert c.pop_until(1) == [{"step": 1, "loss": 0.25, "rewards/sum": 0.5}]
+    assert c.pop_until(1) == [{"step": 1, "loss": 0.25, "perf/rollout_time_sec": 0.125, "rewards/sum": 0.5}]
     assert c.latest("rewards/sum") == 0.75
     assert c.pop_until(10) == [{"step": 2, "eval/pass_at_1": 0.4, "rewards/sum": 0.75}]
     assert c.pop_until(10) == []

@@ -75,8 +75,10 @@ def test_short_run_writes_run_dir_contract(tmp_path: Path) -> None:
             "rewards/arith_correct/mean",
             "rewards/arith_format/mean",
             "perf/step_time_sec",
+            "perf/rollout_time_sec",
         ):
             assert name in r, f"step {step} lacks {name}"
+        assert 0 < r["perf/rollout_time_sec"] < r["perf/step_time_sec"] or step == 1
         # sum of weighted per-function means = total reward (Tunix sums the weighted functions)
         assert r["rewards/sum"] == pytest.approx(r["rewards/arith_correct/mean"] + 0.1 * r["rewards/arith_format/mean"])
     for step in range(2, 9):  # actor metrics of every optimizer update
