@@ -117,16 +117,18 @@ def jnp_dtype(name: str) -> Any:
     return {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}[name]
 
 
+DECODER_DIMS = ("num_layers", "vocab_size", "embed_dim", "hidden_dim", "num_heads", "head_dim", "num_kv_heads")
+
+
+def decoder_dims(m: ModelConfig) -> dict[str, int]:
+    """The dimensions every decoder's Tunix-style ModelConfig takes under the same names as rlexp's."""
+    return {k: getattr(m, k) for k in DECODER_DIMS}
+
+
 def tunix_config(m: ModelConfig) -> Any:
     x = m.extra
     common = dict(
-        num_layers=m.num_layers,
-        vocab_size=m.vocab_size,
-        embed_dim=m.embed_dim,
-        hidden_dim=m.hidden_dim,
-        num_heads=m.num_heads,
-        head_dim=m.head_dim,
-        num_kv_heads=m.num_kv_heads,
+        **decoder_dims(m),
         rope_theta=x["rope_theta"],
         norm_eps=x["norm_eps"],
     )

@@ -154,18 +154,23 @@ class SweepCallback(Callback):
         self._write_report(directory)
 
     # ---- jobs (where the job runs) ----
-    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+    def _job_manifest(self, config: DictConfig) -> tuple[str, dict, int, Any] | None:
+        """(sweep dir, manifest, job number, Hydra config) inside a multirun job with a manifest, else None."""
         from hydra.core.hydra_config import HydraConfig
 
         if not context.in_multirun():
-            return
+            return None
         self._read_flags(config)
         hc = HydraConfig.get()
         directory = context.sweep_dir(config, hc.sweep.dir)
         data = manifest.load(directory)
-        if data is None:
+        return None if data is None else (directory, data, int(hc.job.num), hc)
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        found = self._job_manifest(config)
+        if found is None:
             return
-        num = int(hc.job.num)
+        directory, data, num, hc = found
         overrides = list(hc.overrides.task)
         record = manifest.get_job(data, num)
         if record is not None and record.get("overrides"):
@@ -190,17 +195,10 @@ class SweepCallback(Callback):
         self._show(data)
 
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
-        from hydra.core.hydra_config import HydraConfig
-
-        if not context.in_multirun():
+        found_manifest = self._job_manifest(config)
+        if found_manifest is None:
             return
-        self._read_flags(config)
-        hc = HydraConfig.get()
-        directory = context.sweep_dir(config, hc.sweep.dir)
-        data = manifest.load(directory)
-        if data is None:
-            return
-        num = int(hc.job.num)
+        directory, data, num, _hc = found_manifest
         job_dir = context.job_dir(config)
         found = manifest.read_job_files(job_dir, data["objective"]["name"])
         # The run dir's summary decides; a task that returned without one (e.g. it only submitted

@@ -23,7 +23,7 @@ from rlexp.errors import RlexpError
 from rlexp.models.checkpoint import local_copy, safetensors_files
 from rlexp.models.gpt_oss import model as model_lib
 from rlexp.models.gpt_oss.mxfp4 import dequantize
-from rlexp.models.tunix_text import jnp_dtype
+from rlexp.models.tunix_text import decoder_dims, jnp_dtype
 
 NP_DTYPES = {
     "F32": np.float32,
@@ -55,13 +55,7 @@ def tunix_config(m: ModelConfig) -> model_lib.ModelConfig:
     if x.get("layer_types"):
         sliding = tuple(t == "sliding_attention" for t in x["layer_types"])
     return model_lib.ModelConfig(
-        num_layers=m.num_layers,
-        vocab_size=m.vocab_size,
-        embed_dim=m.embed_dim,
-        hidden_dim=m.hidden_dim,
-        num_heads=m.num_heads,
-        head_dim=m.head_dim,
-        num_kv_heads=m.num_kv_heads,
+        **decoder_dims(m),
         num_experts=int(x["num_experts"]),
         experts_per_token=int(x["experts_per_token"]),
         sliding_window=int(x["sliding_window"]),
