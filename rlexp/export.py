@@ -21,19 +21,9 @@ import numpy as np
 
 from rlexp.config.schema import ModelConfig, RlexpConfig
 from rlexp.errors import RlexpError
+from rlexp.models.hub import CONFIG_AND_TOKENIZER_FILES
 
 SHARD = 5 * 2**30  # bytes per safetensors file, as the hub writes them
-
-COPIED_FILES = (
-    "config.json",
-    "generation_config.json",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "tokenizer.model",
-    "special_tokens_map.json",
-    "chat_template.jinja",
-    "chat_template.json",
-)
 
 
 def find_checkpoint(target: Path) -> tuple[Path, Path, int]:
@@ -232,7 +222,7 @@ def export(target: str, out: str) -> Path:
         raise RlexpError(f"--out {out} is the base checkpoint's folder; export into a new folder")
     dest.mkdir(parents=True, exist_ok=True)
     write_shards(tensors, dest, {"format": "pt", "rlexp_step": str(step)})
-    for name in COPIED_FILES:
+    for name in CONFIG_AND_TOKENIZER_FILES:
         if (base_dir / name).is_file():
             shutil.copy(base_dir / name, dest / name)
     config = json.loads((dest / "config.json").read_text())

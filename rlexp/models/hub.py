@@ -12,18 +12,19 @@ import os
 from rlexp.config.schema import ModelConfig
 from rlexp.errors import RlexpError
 
-ALLOW_PATTERNS = [
+# Everything of a model folder except its weights: what export copies next to new safetensors.
+CONFIG_AND_TOKENIZER_FILES = (
     "config.json",
     "generation_config.json",
-    "*.safetensors",
-    "model.safetensors.index.json",
     "tokenizer.json",
     "tokenizer_config.json",
     "tokenizer.model",
     "special_tokens_map.json",
     "chat_template.jinja",
     "chat_template.json",
-]
+)
+# What a download (or a gs:// copy) fetches: the above plus the weights.
+ALLOW_PATTERNS = [*CONFIG_AND_TOKENIZER_FILES, "*.safetensors", "model.safetensors.index.json"]
 
 
 def download(hf_id: str, *, revision: str | None = None, cache_dir: str | None = None) -> str:

@@ -101,20 +101,24 @@ class Llama3(_RopeScope, llama3_lib.Llama3):
 
     def init_cache(self, batch_size: int, cache_size: int, dtype: Any) -> dict[str, Any]:
         """The Sampler's KV cache (Tunix's llama3 has no init_cache and falls back to a deprecated path)."""
-        c = self.config
-        shape = (batch_size, cache_size, c.num_kv_heads, c.head_dim)
-        return {
-            f"layer_{i}": {
-                "k": jnp.zeros(shape, dtype=dtype),
-                "v": jnp.zeros(shape, dtype=dtype),
-                "end_index": jnp.zeros((batch_size,), dtype=jnp.int32),
-            }
-            for i in range(c.num_layers)
-        }
+        return empty_kv_cache(self.config, batch_size, cache_size, dtype)
 
 
 def jnp_dtype(name: str) -> Any:
     return {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}[name]
+
+
+def empty_kv_cache(c: Any, batch_size: int, cache_size: int, dtype: Any) -> dict[str, Any]:
+    """Tunix's sampler cache layout: per layer k, v [batch, cache, kv_heads, head_dim] and end_index."""
+    shape = (batch_size, cache_size, c.num_kv_heads, c.head_dim)
+    return {
+        f"layer_{i}": {
+            "k": jnp.zeros(shape, dtype=dtype),
+            "v": jnp.zeros(shape, dtype=dtype),
+            "end_index": jnp.zeros((batch_size,), dtype=jnp.int32),
+        }
+        for i in range(c.num_layers)
+    }
 
 
 DECODER_DIMS = ("num_layers", "vocab_size", "embed_dim", "hidden_dim", "num_heads", "head_dim", "num_kv_heads")

@@ -22,6 +22,8 @@ import numpy as np
 from flax import nnx
 from tunix.utils import compat
 
+from rlexp.models.tunix_text import empty_kv_cache
+
 K_MASK = -2.3819763e38
 Cache = dict[str, dict[str, jaxtyping.Array]]
 
@@ -269,16 +271,7 @@ class GptOss(nnx.Module):
         self.rope_inv_freq, self.rope_scale = tuple(float(f) for f in inv_freq), scale
 
     def init_cache(self, batch_size: int, cache_size: int, dtype: Any) -> Cache:
-        c = self.config
-        shape = (batch_size, cache_size, c.num_kv_heads, c.head_dim)
-        return {
-            f"layer_{i}": {
-                "k": jnp.zeros(shape, dtype=dtype),
-                "v": jnp.zeros(shape, dtype=dtype),
-                "end_index": jnp.zeros((batch_size,), dtype=jnp.int32),
-            }
-            for i in range(c.num_layers)
-        }
+        return empty_kv_cache(self.config, batch_size, cache_size, dtype)
 
     def __call__(
         self,
