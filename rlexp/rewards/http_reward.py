@@ -9,7 +9,9 @@ A timeout, a connection error, a 429 or a 5xx is retried `retries` times with ex
 backoff (`backoff_s`, doubling, capped at `max_backoff_s`); what still fails, a 4xx, or a
 malformed answer scores NaN for each item of the batch, which the reward set counts as an
 errored invocation. The auth header's value is read from the environment variable named by
-`auth_env` at call time and is never stored in configs or logs.
+`auth_env` at call time and is never stored in configs or logs. Training hands the batch fields
+over as numpy arrays (Tunix repeats every leaf per generation); `json_value` turns them, and
+any other array-like, into plain JSON values before anything else looks at them.
 """
 
 from __future__ import annotations
@@ -52,6 +54,30 @@ def _floats(payload: Any, n: int) -> list[float] | None:
             return None
         out.append(math.nan if v is None else float(v))
     return out
+
+
+def json_value(value: Any) -> Any:
+    """A plain JSON value: numpy arrays and scalars (`.tolist()`), tuples and mappings converted recursively."""
+    if value is None or isinstance(value, str | bool | int | float):
+        return value
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist):  # np.ndarray, np.generic (np.str_ is a str and stops above)
+        return json_value(tolist())
+    if isinstance(value, dict):
+        return {str(k): json_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_value(v) for v in value]
+    return str(value)
+
+
+def _column(value: Any, n: int) -> list[Any]:
+    """One value per completion: None for an absent field, a batch column (list or array) as a list."""
+    if value is None:
+        return [None] * n
+    values = json_value(value)
+    if not isinstance(values, list) or len(values) != n:
+        raise ValueError(f"expected {n} values, one per completion, got {values!r:.200}")
+    return values
 
 
 @register("http")
@@ -109,14 +135,10 @@ def http_reward(
         counters.add("failed_batches")
         return [math.nan] * len(items)
 
-    def http(prompts: list[str], completions: list[str], answer: Any = None, **fields: Any) -> list[float]:
+    def http(prompts: Any, completions: Any, answer: Any = None, **fields: Any) -> list[float]:
         n = len(completions)
-        ids = fields.get("id") or [None] * n
-        answers = answer if answer is not None else [None] * n
-        items = [
-            {"prompt": p, "completion": c, "answer": a, "id": i}
-            for p, c, a, i in zip(prompts, completions, answers, ids, strict=True)
-        ]
+        columns = [_column(v, n) for v in (prompts, completions, answer, fields.get("id"))]
+        items = [{"prompt": p, "completion": c, "answer": a, "id": i} for p, c, a, i in zip(*columns, strict=True)]
         batches = [items[k : k + batch_size] for k in range(0, n, batch_size)]
         return [v for batch in executor.map(post, batches) for v in batch]
 

@@ -7,12 +7,14 @@ import math
 import time
 import urllib.request
 
+import numpy as np
 import pytest
 
 from rlexp.config.schema import RewardConfig, RewardFnConfig
 from rlexp.errors import ConfigError
 from rlexp.rewards.compose import RewardErrorBudgetExceeded, build_rewards
-from rlexp.serve_reward import start_server
+from rlexp.rewards.http_reward import json_value
+from rlexp.rewards.server import start_server
 
 N = 1000
 
@@ -114,3 +116,25 @@ def test_reference_server_protocol_and_health() -> None:
             assert json.loads(resp.read()) == {"ok": True}
     finally:
         server.shutdown()
+
+
+def test_numpy_batch_fields_as_training_passes_them() -> None:
+    # Tunix hands every batch field over as a numpy array, repeated per generation.
+    server = start_server("arith_correct")
+    rs = _http_set(server.url, batch_size=2)
+    try:
+        fields = {"answer": np.array(["1", "0", "3"]), "id": np.array(["a", "a", "b"]), "trajectory_ids": ["0_0"] * 3}
+        out = rs.fns[0](np.array(["p"] * 3), ["1", "2", "3"], mode="train", **fields)
+        assert out == [1.0, 0.0, 1.0]
+        assert rs.step_metrics()["rewards/error_ratio"] == 0.0
+        assert rs.rewards[0].raw.counters["invalid_responses"] == 0
+    finally:
+        rs.close()
+        server.shutdown()
+
+
+def test_json_value_turns_array_likes_into_plain_values() -> None:
+    value = json_value({"a": np.array([[1, 2]]), "b": (np.float32(0.5), np.str_("x")), 3: np.bool_(True)})
+    assert value == {"a": [[1, 2]], "b": [0.5, "x"], "3": True}
+    assert json.dumps(value) == '{"a": [[1, 2]], "b": [0.5, "x"], "3": true}'
+    assert type(value["b"][0]) is float and json_value(None) is None
