@@ -22,6 +22,9 @@ from multiprocessing.connection import wait
 from typing import Any
 
 DEFAULT_GRADER = "rlexp.rewards.grading:math_verify_equal"
+# Graders built on math-verify: a worker imports and warms them before it reports ready, so the
+# first graded pair does not pay the import inside its timeout.
+MATH_VERIFY_GRADERS = (DEFAULT_GRADER, "rlexp.rewards.maxtext:math_verify_seed")
 _STARTUP_TIMEOUT_S = 120.0
 
 
@@ -44,12 +47,12 @@ def resolve(spec: str) -> Callable[..., Any]:
 
 def _worker(conn: Any, grader: str) -> None:
     fn = resolve(grader)
-    if grader == DEFAULT_GRADER:
+    if grader in MATH_VERIFY_GRADERS:
         import logging
 
         # This process enforces the timeout itself; math-verify's "timeout disabled" warning is noise here.
         logging.getLogger("math_verify").setLevel(logging.ERROR)
-        math_verify_equal("1", "1")  # import and warm math-verify before reporting ready
+        fn("\\boxed{1}", "\\boxed{1}")  # import and warm math-verify before reporting ready
     conn.send(("ready", None))
     while True:
         task = conn.recv()

@@ -20,6 +20,7 @@ _BUILTIN_MODULES = (
     "rlexp.rewards.math_rewards",
     "rlexp.rewards.http_reward",
     "rlexp.rewards.python_reward",
+    "rlexp.rewards.maxtext",
 )
 
 
