@@ -22,6 +22,11 @@ TUNIX_TO_RLEXP = {
     "rewards/train/mean": "rewards/mean",
     "rewards/train/min": "rewards/min",
     "rewards/train/max": "rewards/max",
+    # The total (summed) reward per completion, as the seeds log it: score/mean equals rewards/sum;
+    # score/min and score/max bound the totals (rewards/min and /max bound single functions).
+    "rewards/train/score/mean": "score/mean",
+    "rewards/train/score/min": "score/min",
+    "rewards/train/score/max": "score/max",
     "completions/train/mean_length": "completions/mean_length",
     "completions/train/max_length": "completions/max_length",
     "completions/train/min_length": "completions/min_length",

@@ -21,7 +21,9 @@ from rlexp.train.metrics import MetricsCollector, group_stats, map_name, rlexp_m
         ("perf/train/mean/rollout_time", "perf/rollout_time_sec"),
         ("rlexp/train/frac_reward_zero_std", "frac_reward_zero_std"),  # from rlexp's metric_fn
         ("rlexp/train/rewards__math__clip_ratio", "rewards/math/clip_ratio"),
-        ("rewards/train/score/mean", None),
+        ("rewards/train/score/mean", "score/mean"),  # the seeds' name for the mean total reward
+        ("rewards/train/score/max", "score/max"),
+        ("rewards/train/score/other", None),
         ("jax/core/compile/backend_compile_duration", None),
         ("actor/train/perplexity", None),
     ],
@@ -39,13 +41,15 @@ def test_metric_fn_keys_round_trip() -> None:
 def test_collector_aligns_rl_and_actor_steps() -> None:
     c = MetricsCollector()
     c.log_scalar("rewards/train/sum", np.float32(0.5), step=0)  # global step 0 = rlexp step 1
+    c.log_scalar("rewards/train/score/mean", np.float32(0.5), step=0)  # the same total, under the seeds' name
     c.log_scalar("actor/train/loss", 0.25, step=1)  # actor metrics are already 1-based
     c.log_scalar("rewards/train/sum", 0.75, step=1)
     c.log_scalar("rewards/train/sum", 0.75, step=1)  # Tunix may deliver twice: no duplicate
     c.log_scalar("jax/core/compile/x", 3.0, step=0)
     c.log_scalar("perf/train/mean/rollout_time", np.array([0.125]), step=1)  # un-aggregated (1,) array, 1-based
     c.add(2, {"eval/pass_at_1": 0.4})
-    assert c.pop_until(1) == [{"step": 1, "loss": 0.25, "perf/rollout_time_sec": 0.125, "rewards/sum": 0.5}]
+    first = {"step": 1, "loss": 0.25, "perf/rollout_time_sec": 0.125, "rewards/sum": 0.5, "score/mean": 0.5}
+    assert c.pop_until(1) == [first]
     assert c.latest("rewards/sum") == 0.75
     assert c.pop_until(10) == [{"step": 2, "eval/pass_at_1": 0.4, "rewards/sum": 0.75}]
     assert c.pop_until(10) == []
