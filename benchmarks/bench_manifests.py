@@ -34,7 +34,7 @@ def make_launcher(sweep_dir: str, model: str, slice_name: str) -> object:
     from hydra.core.utils import setup_globals
     from hydra.types import HydraContext, RunMode
 
-    from rlexp.config.schema import register_configs
+    from rlexp.config.load import register_configs
 
     register_configs()
     setup_globals()

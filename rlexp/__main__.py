@@ -3,19 +3,18 @@
 import sys
 
 
-def _entry() -> None:
+def entry() -> None:
     args = sys.argv[1:]
     if any(a in ("--help", "-h") for a in args):
         from rlexp.cli_help import print_help
 
         print_help()
         return
-    from rlexp.cli_errors import install
+    from rlexp import cli
     from rlexp.main import main
 
-    install()  # one-line messages for unknown options, keys and wrong types
     try:
-        main()
+        cli.run(main)
     finally:
         if any(a in ("--cfg", "-c") for a in args) and "-m" not in args and "--multirun" not in args:
             from rlexp.cli_help import print_memory_estimate
@@ -24,4 +23,4 @@ def _entry() -> None:
 
 
 if __name__ == "__main__":
-    _entry()
+    entry()

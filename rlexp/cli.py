@@ -1,17 +1,22 @@
-"""One-line messages for the mistakes Hydra catches while composing (unknown option, key, wrong type).
+"""The entry layer's error handling, shared by every command (`python -m rlexp`, validate, report, export,
+jobs, serve_reward): a user error ends with one line, `rlexp: error: <key>=<value>: <what>; <fix>`.
 
-Hydra reports these in several lines (search paths, reference types); rlexp's rule is one line
-that names the key, the value and the fix, exit code 2. Anything this module does not recognise
-keeps Hydra's own report, and HYDRA_FULL_ERROR=1 still shows the whole traceback.
+`RlexpError` from any layer is printed as it is. Mistakes Hydra catches while composing (unknown option,
+unknown key, wrong type) arrive as Hydra's multi-line reports and are translated here. Anything else keeps
+its traceback, and HYDRA_FULL_ERROR=1 keeps the traceback for every error.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
-import sys
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+from rlexp.errors import RlexpError, exit_with_message, print_error
+
+T = TypeVar("T")
 
 _MISSING_OPTION = re.compile(
     r"Could not find '([^']+)/([^']+)'.*?Available options in '[^']+':\n(.*?)(?:\nConfig search path|\Z)", re.S
@@ -20,10 +25,12 @@ _UNKNOWN_KEY = re.compile(r"Could not override '([^']+)'")
 
 
 def one_line(ex: BaseException) -> str | None:
-    """The one-line message for a composition error, or None when it is not one rlexp knows."""
+    """The one-line message for a user error, or None when it is not one rlexp knows."""
     from hydra.errors import ConfigCompositionException, MissingConfigException
     from omegaconf.errors import OmegaConfBaseException
 
+    if isinstance(ex, RlexpError):
+        return str(ex)
     text = str(ex)
     m = _MISSING_OPTION.search(text)
     if isinstance(ex, MissingConfigException) and m:
@@ -44,28 +51,46 @@ def one_line(ex: BaseException) -> str | None:
     return None
 
 
+def _report(ex: BaseException) -> bool:
+    message = None if os.environ.get("HYDRA_FULL_ERROR") == "1" else one_line(ex)
+    if message is None:
+        return False
+    exit_with_message(RlexpError(message))
+    return True
+
+
 def install() -> None:
-    """Route Hydra's error reporting through `one_line` (called before `hydra.main` runs)."""
-    from hydra._internal import utils as hydra_utils
+    """Report errors inside Hydra apps (composition, task function, launchers) through `one_line`.
+    Call before a `hydra.main` function runs."""
+    from rlexp.compat.hydra import wrap_error_reporting
 
-    original: Callable[[Any], Any] = hydra_utils.run_and_report
-    if getattr(original, "_rlexp", False):
-        return
+    wrap_error_reporting(_report)
 
-    def run_and_report(func: Any) -> Any:
-        try:
-            return func()
-        except Exception as ex:  # noqa: BLE001 - re-reported below
-            message = None if os.environ.get("HYDRA_FULL_ERROR") == "1" else one_line(ex)
-            if message is None:
-                error = ex
 
-                def rethrow() -> None:
-                    raise error
+@contextlib.contextmanager
+def user_errors() -> Iterator[None]:
+    """Inside a Hydra task function: a user error is one line and exit code 2. (Hydra would first print
+    "Error executing job with overrides: ..." for an exception that leaves the task function.)"""
+    try:
+        yield
+    except RlexpError as err:
+        exit_with_message(err)
 
-                return original(rethrow)  # Hydra's own report
-            print(f"rlexp: error: {message}", file=sys.stderr)
-            sys.exit(2)
 
-    run_and_report._rlexp = True  # type: ignore[attr-defined]
-    hydra_utils.run_and_report = run_and_report
+def run(main: Callable[[], T]) -> T:
+    """Run a Hydra app: a user error is one line and exit code 2, not a traceback."""
+    install()
+    try:
+        return main()
+    except RlexpError as err:
+        exit_with_message(err)
+        raise  # unreachable: exit_with_message exits or re-raises
+
+
+def command(main: Callable[[], int]) -> int:
+    """Run a command-line tool's main function; a user error is one line and exit code 2."""
+    try:
+        return main()
+    except RlexpError as err:
+        print_error(err)
+        return 2

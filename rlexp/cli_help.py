@@ -56,7 +56,7 @@ def group_table(conf_dir: Path) -> str:
 
 
 def print_help() -> None:
-    from rlexp.main import CONF_DIR
+    from rlexp.config.load import CONF_DIR
 
     print(USAGE)
     print("config groups and options:" + group_table(Path(CONF_DIR)))
@@ -67,10 +67,8 @@ def print_memory_estimate(args: list[str]) -> None:
 
     Best effort: a config that does not compose (Hydra has already said why) prints nothing.
     """
-    from hydra import compose, initialize_config_dir
-
-    from rlexp.main import CONF_DIR, to_config
-    from rlexp.models.memory import estimate_memory, format_estimate
+    from rlexp.config.load import compose, to_config
+    from rlexp.config.memory import estimate_memory, format_estimate
 
     skip = {"--cfg", "-c", "--package", "-p", "--resolve"}
     overrides, i = [], 0
@@ -82,8 +80,7 @@ def print_memory_estimate(args: list[str]) -> None:
             overrides.append(args[i])
         i += 1
     try:
-        with initialize_config_dir(config_dir=CONF_DIR, version_base=None):
-            est = estimate_memory(to_config(compose("config", overrides=overrides)))
+        est = estimate_memory(to_config(compose(overrides)))
     except Exception:  # noqa: BLE001 - advisory only
         return
     print(f"# {format_estimate(est)}")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -32,3 +34,20 @@ def user_errors_from_resolvers() -> Iterator[None]:
         if "Error raised while resolving interpolation: " in msg:
             raise RlexpError(msg.split("raised while resolving interpolation: ", 1)[1]) from None
         raise
+
+
+def exit_with_message(err: BaseException, code: int = 2) -> None:
+    """Print `rlexp: error: <message>` as one line and exit; HYDRA_FULL_ERROR=1 re-raises for the traceback.
+
+    The entry layer (rlexp.cli) reports every user error through this. Hydra callbacks call it directly:
+    Hydra turns an exception raised in a callback into a warning, so a callback must end the process itself.
+    """
+    print_error(err)
+    sys.exit(code)
+
+
+def print_error(err: BaseException) -> None:
+    """`rlexp: error: <message>` on stderr; HYDRA_FULL_ERROR=1 re-raises `err` to keep its traceback."""
+    if os.environ.get("HYDRA_FULL_ERROR") == "1":
+        raise err
+    print(f"rlexp: error: {err}", file=sys.stderr)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from pathlib import Path
 from typing import Any
 
 import fsspec
@@ -112,3 +113,11 @@ def list_dirs(path: str) -> list[str]:
             name = info["name"].rstrip("/").rsplit("/", 1)[-1]
             out.append(join(path, name))
     return sorted(out)
+
+
+def is_remote_source(source: str | None) -> bool:
+    """A hub id or a remote URL (gs://, ...), as opposed to a file on this machine: data the launching
+    machine may not hold, which only the job itself downloads."""
+    if not source or str(source).startswith(("memory://", "file://")):
+        return False
+    return not Path(str(source)).expanduser().exists()

@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 def compose_default(overrides: list[str]):
     from hydra import compose, initialize_config_dir
 
-    from rlexp.main import CONF_DIR, to_config
+    from rlexp.config.load import CONF_DIR, to_config
 
     with initialize_config_dir(config_dir=CONF_DIR, version_base=None):
         return to_config(compose("config", overrides=overrides))
@@ -126,8 +126,8 @@ def main() -> None:
     from safetensors.numpy import save_file
 
     from rlexp.data.registry import load_splits
-    from rlexp.export import flat_params, hf_tensors
     from rlexp.models import tunix_text
+    from rlexp.models.export import flat_params, hf_tensors
     from rlexp.models.tokenizer import build_char_tokenizer, load_tokenizer_dir
 
     cfg = compose_default(args.overrides)

@@ -7,8 +7,8 @@ from pathlib import Path
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
+from rlexp.config.load import CONF_DIR, to_config
 from rlexp.config.schema import RlexpConfig
-from rlexp.main import CONF_DIR, to_config
 
 REPO = Path(__file__).resolve().parent.parent
 

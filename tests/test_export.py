@@ -22,7 +22,7 @@ def make_run(run_dir: Path, model: ModelConfig | None, overrides: list[str], ste
     """A run dir as `python -m rlexp` leaves it: .hydra/config.yaml and an actor checkpoint of changed weights."""
     from tunix.sft.checkpoint_manager import CheckpointManager
 
-    from rlexp.main import to_config
+    from rlexp.config.load import to_config
     from rlexp.models.loader import load_model
 
     cfg = compose_cfg(overrides)
@@ -99,8 +99,8 @@ def test_export_without_checkpoint_is_one_line(tmp_path, capsys):
 
 
 def test_large_exports_are_sharded_with_an_index(tmp_path):
-    from rlexp.export import write_shards
     from rlexp.models.checkpoint import safetensors_files
+    from rlexp.models.export import write_shards
     from rlexp.models.gpt_oss.params import read_safetensors
 
     tensors = {f"w{i}": np.full((256,), i, np.float32) for i in range(5)}  # 1 KiB each

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
+from rlexp.checks.preflight import preflight
 from rlexp.config.validate import validate
 from rlexp.data.templates import doubled_markers, render_prompt
-from rlexp.validate import preflight
 from tests.helpers import REPO, compose_conf
 
 FIX = REPO / "tests" / "fixtures" / "recipes"

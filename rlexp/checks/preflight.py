@@ -1,4 +1,4 @@
-"""The preflight: `python -m rlexp.validate <overrides>` dry-runs data, prompts and rewards before a launch.
+"""The preflight that `python -m rlexp.validate <overrides>` runs: data, prompts and rewards before a launch.
 
 On the same config tree as training it validates the config, loads the dataset, renders
 `validate.rows` prompts (refusing doubled turn markers, printing one prompt), gets
@@ -16,21 +16,14 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import statistics
-import sys
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
-import hydra
-from omegaconf import DictConfig
-
-from rlexp.config.schema import RlexpConfig, register_configs
+from rlexp import storage
+from rlexp.checks import check_config
+from rlexp.config.schema import RlexpConfig
 from rlexp.errors import RlexpError
-
-CONF_DIR = os.environ.get("RLEXP_CONF_DIR", str(Path(__file__).resolve().parent.parent / "conf"))
-register_configs()
 
 
 class _Report:
@@ -193,7 +186,7 @@ def zero_variance_share(items: list[dict[str, Any]], totals: list[float]) -> flo
 
 
 def _memory(cfg: RlexpConfig, rep: _Report) -> dict[str, Any] | None:
-    from rlexp.models.memory import estimate_memory, format_estimate
+    from rlexp.config.memory import estimate_memory, format_estimate
 
     try:
         est = estimate_memory(cfg)
@@ -213,14 +206,9 @@ def _needs_download(cfg: RlexpConfig) -> bool:
     return not path or "://" in path
 
 
-def _remote_source(source: str | None) -> bool:
-    """A hub id or a remote URL, as opposed to a file on this machine."""
-    return bool(source) and not Path(source).expanduser().exists() and not source.startswith(("memory://", "file://"))
-
-
 def preflight(cfg: RlexpConfig, out_dir: str, *, allow_downloads: bool = True) -> dict[str, Any]:
     """Run every check, write `<out_dir>/validation.json` and return its content (`ok` says whether all passed)."""
-    from rlexp.config.validate import check_steps, validate
+    from rlexp.config.validate import check_steps
     from rlexp.data.registry import load_splits
     from rlexp.data.templates import doubled_markers, render_prompt
 
@@ -231,12 +219,12 @@ def preflight(cfg: RlexpConfig, out_dir: str, *, allow_downloads: bool = True) -
         result.update(ok=True, checks=rep.checks, skipped=rep.skipped)
         _write(out_dir, result)
         return result
-    rep.run("config", lambda: validate(cfg))
+    rep.run("config", lambda: check_config(cfg))
     result["memory"] = _memory(cfg, rep)
     given = rep.run("completions_file", lambda: read_completions(v.completions)) if v.completions else None
     splits = None
     if not (given and all("answer" in g and "prompt" in g for g in given)):
-        if not allow_downloads and _remote_source(cfg.dataset.source):
+        if not allow_downloads and storage.is_remote_source(cfg.dataset.source):
             # without downloads a hub or gs:// dataset is checked only when it is already cached here
             try:
                 splits = load_splits(cfg.dataset, allow_downloads=False)
@@ -336,26 +324,3 @@ def print_summary(result: dict[str, Any]) -> None:
     if zv is not None:
         print(f"rlexp: prompt groups with zero reward variance: {zv:.0%}")
     print(f"rlexp: preflight {'passed' if result['ok'] else 'FAILED'}")
-
-
-@hydra.main(version_base=None, config_path=CONF_DIR, config_name="config")
-def main(cfg: DictConfig) -> None:
-    from hydra.core.hydra_config import HydraConfig
-
-    from rlexp.main import fail, to_config
-
-    try:
-        conf = to_config(cfg)
-        out_dir = conf.output_dir or HydraConfig.get().runtime.output_dir
-        result = preflight(conf, out_dir)
-    except RlexpError as err:
-        fail(err)
-        return
-    print_summary(result)
-    print(f"rlexp: wrote {out_dir.rstrip('/')}/validation.json")
-    if not result["ok"]:
-        sys.exit(1)
-
-
-if __name__ == "__main__":
-    main()

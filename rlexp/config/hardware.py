@@ -52,7 +52,8 @@ GPU_SLICES: dict[str, tuple[int, int, str, float]] = {
     "gpu-2x8xh200": (2, 8, "h200", 141.0),
 }
 
-HBM_GIB_PER_CHIP = {"v5p": 95.0, "v6e": 32.0, "v5litepod": 16.0}
+# HBM per chip by TPU generation (public TPU specs); the memory estimate falls back to it by name prefix.
+HBM_GIB_PER_CHIP = {"v5p": 95.0, "v6e": 32.0, "v5litepod": 16.0, "v5e": 16.0, "v4": 32.0, "tpu7x": 192.0}
 
 
 @dataclass(frozen=True)
@@ -134,16 +135,22 @@ def _resolve_tpu(key: str, name: str, topology: str, num_slices: int = 1) -> obj
     return getattr(s, key)
 
 
-def register_slice_configs(cs: object) -> None:
-    """Register the `rlexp.tpu` resolver and the `slice/tpu_schema` base node used by every TPU slice YAML."""
+def register_resolvers() -> None:
+    """`${rlexp.tpu:...}` derives TPU slice values; `${rlexp.mul:a,b}` multiplies (GPU nodes x GPUs)."""
     from omegaconf import OmegaConf
-
-    from rlexp.config.schema import SliceConfig
 
     if not OmegaConf.has_resolver("rlexp.tpu"):
         OmegaConf.register_new_resolver("rlexp.tpu", _resolve_tpu)
     if not OmegaConf.has_resolver("rlexp.mul"):
         OmegaConf.register_new_resolver("rlexp.mul", lambda a, b: int(a) * int(b))
+
+
+def tpu_slice_node() -> object:
+    """The `slice/tpu_schema` base of every TPU slice YAML: derived fields are `rlexp.tpu` interpolations."""
+    from omegaconf import OmegaConf
+
+    from rlexp.config.schema import SliceConfig
+
     node = OmegaConf.structured(SliceConfig)
     node.kind = "tpu"
     args = "${.name},${.topology},${.num_slices}"
@@ -151,11 +158,7 @@ def register_slice_configs(cs: object) -> None:
         node[key] = f"${{rlexp.tpu:{key},{args}}}"
     node.rollout_devices = f"${{rlexp.tpu:rollout_devices,{args}}}"
     node.hbm_gib_per_device = f"${{rlexp.tpu:hbm_gib_per_chip,{args}}}"
-    cs.store(group="slice", name="tpu_schema", node=node)  # type: ignore[attr-defined]
-    # TPU slices select hydra/launcher=gke; register it here too, since Hydra may discover plugins lazily
-    from rlexp.launch.settings import GkeLauncherConf
-
-    cs.store(group="hydra/launcher", name="gke", node=GkeLauncherConf, provider="rlexp")  # type: ignore[attr-defined]
+    return node
 
 
 def known_slices(conf_dir: str | Path) -> list[str]:
@@ -170,7 +173,7 @@ def tpu_slice_yaml(name: str) -> str:
     return (
         f"# TPU {name}: {s.topology}, {s.chips} chip{'s' if s.chips > 1 else ''} on {s.vms} VM{'s' if s.vms > 1 else ''}, "
         f"{split}; runs on GKE (Pathways).\n"
-        "# chips, VMs, labels, machine and Pathways instance type are derived (rlexp/launch/slices.py).\n"
+        "# chips, VMs, labels, machine and Pathways instance type are derived (rlexp/config/hardware.py).\n"
         "defaults:\n"
         "  - tpu_schema\n"
         "  - override /hydra/launcher@_global_.hydra.launcher: gke\n"

@@ -2,7 +2,7 @@
 
 Pure Python (no JAX): the preflight, the launcher dry run and `--cfg` call it before any weight is
 read. The trainer shards every weight over all its devices (fsdp x tp), keeps AdamW's two moments
-in the parameter dtype, and holds a frozen reference copy when trainer.beta > 0 (with LoRA the
+in the parameter dtype, and holds a frozen reference copy when the loss needs one (`loads_reference_copy`: with LoRA the
 reference is the frozen base itself). The rollout KV cache holds batch_size x num_generations
 sequences of max_prompt_tokens + max_completion_tokens, split over the data-parallel devices that
 sample. `activations` is a rough bound for one training micro-batch (logits dominate for large
@@ -13,14 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlexp.config.derived import loads_reference_copy, resolve_mesh, trainer_devices
+from rlexp.config.hardware import HBM_GIB_PER_CHIP
 from rlexp.config.schema import ModelConfig, RlexpConfig
-from rlexp.config.validate import resolve_mesh, trainer_devices
 from rlexp.errors import ConfigError
 
 BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 GIB = 2**30
-# HBM per chip when the slice option does not say (public TPU specs)
-HBM_GIB_BY_PREFIX = {"v6e": 32.0, "v5p": 95.0, "v5litepod": 16.0, "v5e": 16.0, "v4": 32.0, "tpu7x": 192.0}
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
@@ -112,7 +111,7 @@ def capacity_bytes(cfg: RlexpConfig) -> int | None:
     s = cfg.slice
     gib = s.hbm_gib_per_device
     if not gib and s.kind == "tpu":
-        for prefix, value in HBM_GIB_BY_PREFIX.items():
+        for prefix, value in HBM_GIB_PER_CHIP.items():
             if s.name.startswith(prefix) or str(getattr(s, "accelerator", "")).startswith(prefix):
                 gib = value
                 break
@@ -132,7 +131,7 @@ def estimate_memory(cfg: RlexpConfig) -> dict[str, Any]:
     params = stored * p_bytes // chips
     optimizer = 2 * trainable * p_bytes // chips
     gradients = trainable * p_bytes // chips
-    reference = n_params * p_bytes // chips if (t.beta > 0 and not lora) else 0
+    reference = n_params * p_bytes // chips if loads_reference_copy(t) else 0
     tokens = t.max_prompt_tokens + t.max_completion_tokens
     sequences = t.batch_size * t.num_generations
     sampler_dp = s.rollout_devices // tp if s.rollout_devices else fsdp

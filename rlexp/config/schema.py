@@ -1,7 +1,8 @@
 """Structured configs: one dataclass per Hydra group, registered in Hydra's ConfigStore.
 
 Hydra composes `conf/` on top of these schemas, so a typo in a key or a value of the wrong
-type fails at composition time. Rules that involve several groups live in `validate.py`.
+type fails at composition time. Registration lives in `load.py`; rules that involve several
+groups live in `validate.py`.
 This module must stay importable without JAX: `python -m rlexp --cfg job` only touches it.
 """
 
@@ -10,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
 
@@ -77,7 +77,7 @@ class SliceConfig:
     mesh: MeshConfig = field(default_factory=MeshConfig)
     rollout_devices: int = 0  # 0: rollout colocated with the trainer; >0: last N devices sample
     hbm_gib_per_device: float = 0.0  # 0: unknown / host memory
-    # TPU slices (conf/slice/v*.yaml): set name + topology; the rest is derived by rlexp/launch/slices.py
+    # TPU slices (conf/slice/v*.yaml): set name + topology; the rest is derived by rlexp/config/hardware.py
     topology: str | None = None  # e.g. 4x8, 2x4x4
     num_slices: int = 1  # identical slices joined over DCN (Pathways)
     chips: int = 0  # chips per slice (0: not a TPU)
@@ -245,14 +245,3 @@ GROUP_SCHEMAS: dict[str, type] = {
     "trainer": TrainerConfig,
     "logger": LoggerConfig,
 }
-
-
-def register_configs() -> None:
-    """Register the root schema and one `<group>_schema` per group (used in each option's defaults list)."""
-    cs = ConfigStore.instance()
-    cs.store(name="rlexp_schema", node=RlexpConfig)
-    for group, schema in GROUP_SCHEMAS.items():
-        cs.store(group=group, name=f"{group}_schema", node=schema)
-    from rlexp.launch.slices import register_slice_configs
-
-    register_slice_configs(cs)

@@ -16,8 +16,9 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from rlexp.errors import ConfigError, RlexpError
-from rlexp.sweep import context, manifest, progress
+from rlexp.errors import ConfigError, RlexpError, exit_with_message
+from rlexp.sweep import manifest, progress
+from rlexp.tracking import context
 
 log = logging.getLogger(__name__)
 
@@ -44,19 +45,12 @@ def plan(config: DictConfig) -> tuple[list[list[str]] | None, list[str]]:
             swept.append(key)
     if not str(sweeper.get("_target_", "")).endswith("BasicSweeper"):
         return None, swept
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from rlexp.compat.hydra import split_basic_sweep
 
     try:
-        return BasicSweeper.split_arguments(parsed, None)[0], swept
+        return split_basic_sweep(parsed), swept
     except Exception:
         return None, swept
-
-
-def _fail(err: RlexpError) -> None:
-    if os.environ.get("HYDRA_FULL_ERROR") == "1":
-        raise err
-    print(f"rlexp: error: {err}", file=sys.stderr)
-    sys.exit(2)
 
 
 class SweepCallback(Callback):
@@ -86,7 +80,7 @@ class SweepCallback(Callback):
         try:
             self._start(config)
         except RlexpError as err:
-            _fail(err)
+            exit_with_message(err)  # Hydra turns a callback exception into a warning
 
     def _start(self, config: DictConfig) -> None:
         self._read_flags(config)
@@ -177,7 +171,7 @@ class SweepCallback(Callback):
             try:
                 _check_same_job(num, record["overrides"], overrides)
             except RlexpError as err:
-                _fail(err)
+                exit_with_message(err)  # Hydra turns a callback exception into a warning
         if record is not None and record["state"] == "completed" and config.sweep.resume:
             return  # the task returns the recorded objective without training
         manifest.upsert_job(

@@ -14,10 +14,10 @@ import json
 import re
 from pathlib import Path
 
+from rlexp.config.hardware import TpuSlice
+from rlexp.config.launcher import SECRET_KEYS
 from rlexp.errors import RlexpError
 from rlexp.launch.names import DNS_1035, MAX_NAME
-from rlexp.launch.settings import SECRET_KEYS
-from rlexp.launch.slices import TpuSlice
 
 SCHEMA_PATH = Path(__file__).parent / "schemas" / "jobset.v1alpha2.openAPIV3Schema.v0.12.0.json.gz"
 DNS_LABEL_MAX = 63

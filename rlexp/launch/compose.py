@@ -2,7 +2,7 @@
 
 Hydra composes every job from scratch (defaults tree, YAML loads, schema merges), ~0.1-0.3 s each. In a sweep
 most jobs differ only in values such as `trainer.learning_rate=3e-6`, which Hydra applies after composing,
-exactly as `_apply_overrides_to_config` does here. Group choices (`model=...`), appends, deletions, keys that
+exactly as rlexp.compat.hydra.apply_value_overrides does here. Group choices (`model=...`), appends, deletions, keys that
 are not existing leaves and sweep subdirs that depend on more than the job number take Hydra's full path,
 so each job gets the config Hydra would build for it.
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import functools
 import typing
 from collections.abc import Sequence
 from pathlib import Path
@@ -79,8 +78,9 @@ class SweepComposer:
         return self.bases[structural]
 
     def compose(self, overrides: Sequence[str], idx: int) -> ComposedJob:
-        from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
         from hydra.core.override_parser.types import OverrideType
+
+        from rlexp.compat.hydra import apply_value_overrides, overrides_dirname
 
         parsed = self.parser.parse_overrides(list(overrides))
         structural, values = [], []
@@ -103,7 +103,7 @@ class SweepComposer:
                 return self._full(overrides, idx)
         task = copy.deepcopy(base_task)
         OmegaConf.copy_cache(from_config=self.master, to_config=task)
-        ConfigLoaderImpl._apply_overrides_to_config(values, task)
+        apply_value_overrides(values, task)
         raw, resolved = copy.deepcopy(base.raw), copy.deepcopy(base.resolved)
         dirty = set()
         for o in values:
@@ -131,8 +131,8 @@ class SweepComposer:
             "name": str(full.hydra.job.name),
             "id": idx,
             "num": idx,
-            "override_dirname": get_overrides_dirname(
-                overrides=task_overrides, kv_sep=od.kv_sep, item_sep=od.item_sep, exclude_keys=od.exclude_keys
+            "override_dirname": overrides_dirname(
+                task_overrides, kv_sep=od.kv_sep, item_sep=od.item_sep, exclude_keys=od.exclude_keys
             ),
         }
         hydra_cfg = OmegaConf.create(
@@ -177,31 +177,3 @@ def _set_path(d: Any, path: str, value: Any) -> None:
         d[int(last)] = value
     else:
         d[last] = value
-
-
-def typed_config(resolved: dict, cls: type | None = None) -> Any:
-    """A resolved config dict as the RlexpConfig dataclass tree (types were checked by OmegaConf already)."""
-    if cls is None:
-        from rlexp.config.schema import RlexpConfig
-
-        cls = RlexpConfig
-    hints = _hints(cls)
-    kwargs = {}
-    for name, value in resolved.items():
-        kwargs[name] = _convert(value, hints.get(name))
-    return cls(**kwargs)
-
-
-@functools.cache
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
-def _convert(value: Any, hint: Any) -> Any:
-    if isinstance(value, dict) and dataclasses.is_dataclass(hint):
-        return typed_config(value, hint)
-    if isinstance(value, list):
-        args = typing.get_args(hint)
-        if args and dataclasses.is_dataclass(args[0]):
-            return [typed_config(v, args[0]) if isinstance(v, dict) else v for v in value]
-    return value

@@ -19,13 +19,13 @@ from typing import Any
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
+from rlexp.config.hardware import tpu_slice
+from rlexp.config.launcher import GkeLauncherConf
 from rlexp.errors import ConfigError, RlexpError, user_errors_from_resolvers
 from rlexp.launch import preflight
 from rlexp.launch.check import check_jobset
 from rlexp.launch.manifest import PLACEHOLDER_ROOT, JobSpec, render
 from rlexp.launch.names import check_name, job_name, unique_names
-from rlexp.launch.settings import GkeLauncherConf
-from rlexp.launch.slices import tpu_slice
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ def _resolve(cfg: DictConfig) -> dict:
 
 def prepare(jobs: Sequence[Job], conf: GkeLauncherConf) -> list[Rendered]:
     """Checks, names and manifests for every job; raises on the first problem, before any submission."""
-    from rlexp.launch.compose import typed_config
+    from rlexp.config.load import to_config
 
     if not conf.dry_run and not conf.output_root:
         raise ConfigError(
@@ -98,7 +98,7 @@ def prepare(jobs: Sequence[Job], conf: GkeLauncherConf) -> list[Rendered]:
     for job in jobs:
         try:
             resolved = job.resolved if job.resolved is not None else _resolve(job.cfg)
-            typed = typed_config(resolved)
+            typed = to_config(resolved)
             preflight.check_job(typed, conf.pathways)
             if conf.preflight:
                 shared.run_once(typed, job.cfg, job.out_dir)

@@ -1,8 +1,4 @@
-"""`python -m rlexp.jobs`: follow what the GKE launcher submitted.
-
-    python -m rlexp.jobs status <sweep or run dir>     table: job, JobSet, state, restarts, age
-    python -m rlexp.jobs logs <JobSet name | job dir>   stream the rlexp container of the head pod
-    python -m rlexp.jobs cancel <JobSet name | job or sweep dir>
+"""Following what the GKE launcher submitted: status, logs and cancel (the commands of `python -m rlexp.jobs`).
 
 Jobs are found through the `launcher.json` each job's output dir holds (JobSet name, namespace, kube context).
 """
@@ -132,29 +128,3 @@ def cmd_cancel(a: argparse.Namespace) -> int:
         deleted = cluster.delete_jobset(h.name, h.namespace)  # type: ignore[attr-defined]
         print(f"{h.name}: {'cancelled' if deleted else 'not found (finished and cleaned up, or never submitted)'}")
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m rlexp.jobs", description="Follow JobSets submitted by rlexp's GKE launcher."
-    )
-    ap.add_argument(
-        "--context", default=None, help="kube context (default: the one recorded at submission, else current)"
-    )
-    ap.add_argument("--namespace", default="default", help="namespace for bare JobSet names")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("status", help="table of a run's or sweep's JobSets").add_argument("target")
-    logs = sub.add_parser("logs", help="stream the rlexp container of the head pod")
-    logs.add_argument("target")
-    logs.add_argument("--no-follow", action="store_true")
-    sub.add_parser("cancel", help="delete the JobSet(s) of a job, run or sweep").add_argument("target")
-    a = ap.parse_args(argv)
-    try:
-        return {"status": cmd_status, "logs": cmd_logs, "cancel": cmd_cancel}[a.cmd](a)
-    except RlexpError as err:
-        print(f"rlexp.jobs: error: {err}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rlexp.launch.settings import PATHWAYS_IMAGES, GkeLauncherConf
-from rlexp.launch.slices import TpuSlice
+from rlexp.config.hardware import TpuSlice
+from rlexp.config.launcher import PATHWAYS_IMAGES, GkeLauncherConf
+from rlexp.train.distributed import IN_CLUSTER_ENV
 
 API_VERSION = "jobset.x-k8s.io/v1alpha2"
 COMMAND = ["python", "-m", "rlexp"]  # the image's ENTRYPOINT (Dockerfile); exec form, never a shell string
@@ -24,7 +25,6 @@ EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 COORDINATOR_LABEL = "jobset.sigs.k8s.io/coordinator"
 # Exit codes that restart the JobSet (preemption 143, SIGKILL 137, 42 = asked to restart); others fail it.
 RESTART_EXIT_CODES = [42, *range(127, 256)]
-IN_CLUSTER_ENV = "RLEXP_IN_CLUSTER"  # tells `python -m rlexp` in the pod to train, not launch again
 
 
 @dataclass

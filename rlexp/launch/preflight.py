@@ -1,8 +1,8 @@
 """The checks a launcher runs before it submits anything.
 
-Per job (cheap, no downloads): the config rules (`rlexp.config.validate`), the mesh against the slice, the
+Per job (cheap, no downloads): the config rules (`rlexp.checks.check_config`), the mesh against the slice, the
 memory estimate. Once per distinct model/data combination of a sweep: the project's preflight
-(`rlexp.validate.preflight`) with downloads disabled, so it checks the tokenizer, data and weights only when
+(`rlexp.checks.preflight`) with downloads disabled, so it checks the tokenizer, data and weights only when
 they are at hand and says what it skipped. A dry run therefore needs neither weights nor network.
 """
 
@@ -13,10 +13,12 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from rlexp import storage
+from rlexp.checks import check_config
+from rlexp.config.derived import resolve_mesh
+from rlexp.config.hardware import TPU_TOPOLOGIES
 from rlexp.config.schema import RlexpConfig
-from rlexp.config.validate import resolve_mesh, validate
 from rlexp.errors import ConfigError, RlexpError
-from rlexp.launch.slices import TPU_TOPOLOGIES
 
 log = logging.getLogger(__name__)
 MAX_ESTIMATE_LINES = 5
@@ -31,7 +33,7 @@ def check_job(cfg: RlexpConfig, pathways: bool = True) -> None:
             s.name,
             f"the GKE launcher runs TPU slices ({', '.join(TPU_TOPOLOGIES)}); use hydra/launcher=basic for {s.name}",
         )
-    validate(cfg)  # includes resolve_mesh: fsdp x tp must equal the slice's trainer devices
+    check_config(cfg)  # includes resolve_mesh: fsdp x tp must equal the slice's trainer devices
     fsdp, tp = resolve_mesh(s)
     if s.rollout_devices and s.rollout_devices % tp:
         raise ConfigError("slice.rollout_devices", s.rollout_devices, f"must be a multiple of slice.mesh.tp={tp}")
@@ -41,11 +43,6 @@ def check_job(cfg: RlexpConfig, pathways: bool = True) -> None:
         )
     if s.num_slices < 1:
         raise ConfigError("slice.num_slices", s.num_slices, "use 1 or more slices")
-    try:
-        from rlexp.models.memory import check_fits
-    except ImportError:
-        return
-    check_fits(cfg)
 
 
 class SharedChecks:
@@ -67,15 +64,12 @@ class SharedChecks:
         )
         if key in self.done:
             return
-        try:
-            from rlexp.validate import preflight
-        except ImportError:
-            self.done[key] = {}
-            return
+        from rlexp.checks.preflight import preflight
+
         out_dir.mkdir(parents=True, exist_ok=True)
         result = preflight(cfg, str(out_dir), allow_downloads=self.allow_downloads) or {}
         self.done[key] = result
-        if not self.allow_downloads and _remote_source(cfg.dataset.source):
+        if not self.allow_downloads and storage.is_remote_source(cfg.dataset.source):
             if _data_not_here_is_skipped(result, cfg.dataset.source):
                 (out_dir / "validation.json").write_text(json.dumps(result, indent=2, default=str))
         for item in _skipped(result):
@@ -89,10 +83,8 @@ class SharedChecks:
 
     def _estimate(self, cfg: RlexpConfig) -> None:
         """Memory per chip; each distinct estimate of the sweep is printed once."""
-        try:
-            from rlexp.models.memory import estimate_memory, format_estimate
-        except ImportError:
-            return
+        from rlexp.config.memory import estimate_memory, format_estimate
+
         line = format_estimate(estimate_memory(cfg))
         self.estimates.setdefault(line, (cfg.model.name, cfg.slice.name))
 
@@ -118,11 +110,6 @@ def _skipped(result: dict) -> list[str]:
         if isinstance(c, dict) and c.get("status") == "skipped":
             out.append(f"{c.get('name', '?')}: {c.get('reason', c.get('detail', ''))}")
     return out
-
-
-def _remote_source(source: str | None) -> bool:
-    """A hub id or URL: data the launching machine may not hold (the pod downloads it)."""
-    return bool(source) and not Path(str(source)).expanduser().exists()
 
 
 def _data_not_here_is_skipped(result: dict, source: str | None) -> bool:

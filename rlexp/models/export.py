@@ -1,4 +1,4 @@
-"""`python -m rlexp.export <run dir | checkpoints/actor/<step>> --out <dir>`: a Hugging Face model folder.
+"""A run's actor checkpoint as a Hugging Face model folder (what `python -m rlexp.export` writes).
 
 Loads the run's base model (its `.hydra/config.yaml` names it), restores the actor checkpoint
 (merging LoRA adapters when the run trained some), converts the weights back to the Hugging Face
@@ -9,11 +9,9 @@ tower, say) are copied unchanged, so `transformers` loads the folder like the or
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -40,15 +38,14 @@ def find_checkpoint(target: Path) -> tuple[Path, Path, int]:
 def run_config(run_dir: Path) -> RlexpConfig:
     from omegaconf import OmegaConf
 
-    from rlexp.config.schema import RlexpConfig as Schema
+    from rlexp.config.load import to_config
 
     path = run_dir / ".hydra" / "config.yaml"
     if not path.is_file():
         raise RlexpError(f"{run_dir}: no .hydra/config.yaml; pass the run dir that `python -m rlexp` wrote")
     raw = OmegaConf.load(path)
     raw.pop("hydra", None)
-    merged = OmegaConf.merge(OmegaConf.structured(Schema), raw)
-    return OmegaConf.to_object(merged)  # type: ignore[return-value]
+    return to_config(OmegaConf.merge(OmegaConf.structured(RlexpConfig), raw))
 
 
 def flat_params(model: Any) -> dict[str, np.ndarray]:
@@ -266,21 +263,3 @@ def _restore(model: Any, root: Path, step: int, *, lora_only: bool) -> None:
     )
     if restored != step:
         raise RlexpError(f"{root}/{step}: could not restore the actor checkpoint")
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rlexp.export", description=__doc__.splitlines()[0])
-    parser.add_argument("checkpoint", help="run dir (latest checkpoint) or <run dir>/checkpoints/actor/<step>")
-    parser.add_argument("--out", required=True, help="folder to write the Hugging Face model into")
-    args = parser.parse_args(argv)
-    try:
-        dest = export(args.checkpoint, args.out)
-    except RlexpError as err:
-        print(f"rlexp.export: error: {err}", file=sys.stderr)
-        return 2
-    print(f"wrote {dest} (model.safetensors, config.json, tokenizer)")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

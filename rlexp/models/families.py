@@ -9,113 +9,11 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
+from rlexp.config.families import family_of
 from rlexp.config.schema import ModelConfig
-from rlexp.errors import ConfigError, RlexpError
-
-
-@dataclass(frozen=True)
-class Family:
-    name: str
-    hf_model_types: tuple[str, ...]  # config.json "model_type" values this family loads
-    required_extra: tuple[str, ...]
-    # option field or extra key -> config.json key, compared when a checkpoint is loaded
-    hf_fields: dict[str, str] = field(default_factory=dict)
-
-
-_COMMON = {
-    "num_layers": "num_hidden_layers",
-    "vocab_size": "vocab_size",
-    "embed_dim": "hidden_size",
-    "hidden_dim": "intermediate_size",
-    "num_heads": "num_attention_heads",
-    "num_kv_heads": "num_key_value_heads",
-    "head_dim": "head_dim",
-}
-
-FAMILIES: dict[str, Family] = {
-    "qwen3": Family(
-        "qwen3",
-        ("qwen3",),
-        ("rope_theta", "norm_eps", "tie_word_embeddings"),
-        {**_COMMON, "extra.rope_theta": "rope_theta", "extra.tie_word_embeddings": "tie_word_embeddings"},
-    ),
-    "llama3": Family(
-        "llama3",
-        ("llama",),
-        ("rope_theta", "norm_eps", "tie_word_embeddings"),
-        {**_COMMON, "extra.rope_theta": "rope_theta", "extra.tie_word_embeddings": "tie_word_embeddings"},
-    ),
-    "gemma4": Family(
-        "gemma4",
-        ("gemma4", "gemma4_text"),
-        ("global_head_dim", "per_layer_input_dim", "num_kv_shared_layers", "sliding_window", "sliding_window_pattern"),
-        {
-            **_COMMON,
-            "extra.global_head_dim": "global_head_dim",
-            "extra.per_layer_input_dim": "hidden_size_per_layer_input",
-            "extra.num_kv_shared_layers": "num_kv_shared_layers",
-            "extra.sliding_window": "sliding_window",
-            "extra.final_logit_softcap": "final_logit_softcapping",
-            "extra.use_double_wide_mlp": "use_double_wide_mlp",
-        },
-    ),
-    "gpt_oss": Family(
-        "gpt_oss",
-        ("gpt_oss",),
-        ("num_experts", "experts_per_token", "sliding_window", "rope_theta"),
-        {
-            **_COMMON,
-            "extra.num_experts": "num_local_experts",
-            "extra.experts_per_token": "num_experts_per_tok",
-            "extra.sliding_window": "sliding_window",
-            "extra.rope_theta": "rope_theta",
-        },
-    ),
-}
-
-
-def family_of(m: ModelConfig) -> Family:
-    if m.family not in FAMILIES:
-        raise ConfigError("model.family", m.family, f"use one of {', '.join(FAMILIES)}")
-    return FAMILIES[m.family]
-
-
-def hub_id_instruction_tuned(hf_id: str) -> bool | None:
-    """Whether a hub id names an instruction-tuned release, from naming conventions; None if unknown."""
-    name = hf_id.rsplit("/", 1)[-1].lower()
-    if name.endswith("-it") or "instruct" in name or "-chat" in name or name.startswith("gpt-oss"):
-        return True
-    if "base" in name.split("-") or name.endswith("-base"):
-        return False
-    if name.startswith("qwen3-"):
-        return True  # Qwen3 post-trained releases carry no suffix; pretrained ones end in -Base
-    if name.startswith(("gemma-4-", "llama-3")):
-        return False  # base releases carry no suffix; tuned ones end in -it / -Instruct
-    return None
-
-
-def check_model_option(m: ModelConfig) -> None:
-    """Rules on a model option that need no checkpoint (run by config validation)."""
-    fam = family_of(m)
-    missing = [k for k in fam.required_extra if k not in (m.extra or {})]
-    if missing:
-        need = ", ".join(f"extra.{k}" for k in missing)
-        raise ConfigError("model.extra", sorted(m.extra or {}), f"family {fam.name} needs {need}")
-    if m.hf_id and not m.path:
-        tuned = hub_id_instruction_tuned(m.hf_id)
-        if tuned is not None and tuned != m.instruction_tuned:
-            kind = "an instruction-tuned" if tuned else "a base (pretrained)"
-            raise ConfigError(
-                "model.instruction_tuned",
-                m.instruction_tuned,
-                f"model.hf_id={m.hf_id} is {kind} checkpoint; set model.instruction_tuned={str(tuned).lower()} "
-                "or pick the other hub id",
-            )
-    if m.num_heads % m.num_kv_heads:
-        raise ConfigError("model.num_kv_heads", m.num_kv_heads, f"must divide model.num_heads={m.num_heads}")
+from rlexp.errors import RlexpError
 
 
 def text_config(hf: dict[str, Any]) -> dict[str, Any]:
@@ -266,6 +164,22 @@ def build_model(m: ModelConfig, ckpt_dir: str, mesh: Any = None) -> Any:
         "gpt_oss": _build_gpt_oss,
     }
     return builders[m.family](m, ckpt_dir, mesh)
+
+
+def tunix_config(m: ModelConfig) -> Any:
+    """The Tunix ModelConfig of the option's family, from its dimensions (rlexp's RoPE fixes included)."""
+    family_of(m)
+    if m.family in ("llama3", "qwen3"):
+        from rlexp.models import tunix_text
+
+        return tunix_text.tunix_config(m)
+    if m.family == "gemma4":
+        from rlexp.models import gemma4
+
+        return gemma4.tunix_config(m)
+    from rlexp.models.gpt_oss import params
+
+    return params.tunix_config(m)
 
 
 def _build_tunix_text(m: ModelConfig, ckpt_dir: str, mesh: Any) -> Any:

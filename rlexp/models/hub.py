@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 
-from rlexp.config.schema import ModelConfig
 from rlexp.errors import RlexpError
 
 # Everything of a model folder except its weights: what export copies next to new safetensors.
@@ -58,14 +57,3 @@ def download(hf_id: str, *, revision: str | None = None, cache_dir: str | None =
             f"model.hf_id={hf_id}: cannot download (offline or hub unreachable) and no cached copy; "
             "download it on a connected machine and set model.path=<folder or gs:// path>"
         ) from err
-
-
-def checkpoint_dir(m: ModelConfig, *, allow_download: bool = True) -> str:
-    """The folder (local or gs://) holding the model's checkpoint, downloading from the hub if needed."""
-    if m.path:
-        return os.path.expanduser(m.path) if "://" not in m.path else m.path
-    if not m.hf_id:
-        raise RlexpError(f"model={m.name}: set model.path (folder or gs://) or model.hf_id")
-    if not allow_download:
-        raise RlexpError(f"model.hf_id={m.hf_id}: needs a download, which is disabled here; set model.path")
-    return download(m.hf_id)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rlexp.config.families import check_source
 from rlexp.config.schema import ModelConfig
 from rlexp.errors import ConfigError
 
@@ -34,37 +35,10 @@ def resolve_model_dir(cfg: ModelConfig) -> Path:
         if not folder.is_dir():
             raise ConfigError("model.path", cfg.path, "no such folder; point it at a Hugging Face model folder")
         return folder
-    if cfg.hf_id:  # config, safetensors and tokenizer only; HF_TOKEN from the environment
-        from rlexp.models.hub import download
+    check_source(cfg)
+    from rlexp.models.hub import download  # config, safetensors and tokenizer only; HF_TOKEN from the environment
 
-        return Path(download(cfg.hf_id))
-    raise ConfigError("model.path", cfg.path, "set model.path (folder or gs://) or model.hf_id")
-
-
-def _dtype(name: str) -> Any:
-    import jax.numpy as jnp
-
-    return {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}[name]
-
-
-def tunix_config(cfg: ModelConfig) -> Any:
-    """The Tunix ModelConfig of the option's family, from its dimensions."""
-    from rlexp.models.families import family_of
-
-    family_of(cfg)  # unknown family -> ConfigError listing the known ones
-    if cfg.family in ("llama3", "qwen3"):
-        from rlexp.models import tunix_text
-
-        return tunix_text.tunix_config(cfg)  # honours rope_theta and llama3 RoPE scaling
-    if cfg.family == "gemma4":
-        from rlexp.models import gemma4
-
-        return gemma4.tunix_config(cfg)
-    if cfg.family == "gpt_oss":
-        from rlexp.models.gpt_oss import params as gpt_oss_params
-
-        return gpt_oss_params.tunix_config(cfg)
-    raise AssertionError(cfg.family)  # family_of accepted a family without a builder
+    return Path(download(cfg.hf_id))
 
 
 def load_model(cfg: ModelConfig, mesh: Any) -> Any:

@@ -22,7 +22,7 @@ def hf_config(family: str):  # noqa: ANN201 - a transformers config
     import transformers
     from omegaconf import OmegaConf
 
-    from rlexp.main import CONF_DIR
+    from rlexp.config.load import CONF_DIR
 
     opt = OmegaConf.load(Path(CONF_DIR) / "model" / f"{family}_tiny.yaml")
     x = opt.extra

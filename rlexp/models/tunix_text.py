@@ -17,10 +17,9 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 from tunix.models.llama3 import model as llama3_lib
-from tunix.models.llama3 import params as llama3_params
 from tunix.models.qwen3 import model as qwen3_lib
-from tunix.models.qwen3 import params as qwen3_params
 
+from rlexp.compat.tunix import llama3_checkpoint_mapping, qwen3_checkpoint_mapping
 from rlexp.config.schema import ModelConfig
 from rlexp.models.checkpoint import load_with_tunix
 
@@ -154,8 +153,9 @@ def create(m: ModelConfig, ckpt_dir: str, mesh: Any = None) -> Any:
     """Load a Qwen3 or Llama 3 checkpoint in Hugging Face layout."""
     cfg = tunix_config(m)
     if m.family == "qwen3":
-        cls, mapping, pre = Qwen3, qwen3_params._get_key_and_transform_mapping, qwen3_params._stack_experts
+        mapping, pre = qwen3_checkpoint_mapping()
+        cls = Qwen3
     else:
-        cls, mapping, pre = Llama3, llama3_params._get_key_and_transform_mapping, None
+        cls, mapping, pre = Llama3, llama3_checkpoint_mapping(), None
     # llama3 in Tunix has no compute-dtype knob: its weights are held in model.param_dtype
     return load_with_tunix(ckpt_dir, cls, cfg, mapping, mesh=mesh, preprocess_fn=pre, dtype=jnp_dtype(m.param_dtype))

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+from rlexp import cli, storage
 from rlexp.errors import RlexpError
 from rlexp.report.build import default_out, write_sweep
 from rlexp.report.load import load
-from rlexp.sweep import storage
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -20,23 +20,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--entity", help="wandb entity for --wandb (default: the sweep's logger.entity)")
     parser.add_argument("--project", help="wandb project for --wandb (default: the sweep's logger.project)")
     args = parser.parse_args(argv)
-    try:
-        missing = [p for p in args.inputs if not storage.exists(p)]
-        if missing:
-            raise RlexpError(f"no such run or sweep dir: {', '.join(missing)}")
-        sweep = load(args.inputs, objective=args.objective)
-        if not sweep.runs:
-            raise RlexpError(f"no runs found in {', '.join(args.inputs)} (expected run dirs with metrics.jsonl)")
-        out = write_sweep(sweep, args.out or default_out(args.inputs))
-        print(f"report: {out} ({len(sweep.runs)} runs)")
-        if args.wandb:
-            from rlexp.report.wandb_report import publish
+    return cli.command(lambda: _report(args))
 
-            project = args.project or sweep.wandb.get("project") or "rlexp"
-            print(publish(sweep, entity=args.entity or sweep.wandb.get("entity"), project=project))
-    except RlexpError as err:
-        print(f"rlexp.report: error: {err}", file=sys.stderr)
-        return 2
+
+def _report(args: argparse.Namespace) -> int:
+    missing = [p for p in args.inputs if not storage.exists(p)]
+    if missing:
+        raise RlexpError(f"no such run or sweep dir: {', '.join(missing)}")
+    sweep = load(args.inputs, objective=args.objective)
+    if not sweep.runs:
+        raise RlexpError(f"no runs found in {', '.join(args.inputs)} (expected run dirs with metrics.jsonl)")
+    out = write_sweep(sweep, args.out or default_out(args.inputs))
+    print(f"report: {out} ({len(sweep.runs)} runs)")
+    if args.wandb:
+        from rlexp.report.wandb_report import publish
+
+        project = args.project or sweep.wandb.get("project") or "rlexp"
+        print(publish(sweep, entity=args.entity or sweep.wandb.get("entity"), project=project))
     return 0
 
 

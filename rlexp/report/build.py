@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from rlexp import storage
 from rlexp.report import html
 from rlexp.report.load import Sweep, load
-from rlexp.sweep import storage
 
 
 def default_out(inputs: list[str]) -> str:

@@ -13,8 +13,8 @@ from typing import Any
 
 import yaml
 
+from rlexp import storage
 from rlexp.sweep import manifest as mf
-from rlexp.sweep import storage
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""A reference reward service for the `http` reward: `python -m rlexp.serve_reward --reward math --port 8000`.
+"""The reference reward service for the `http` reward (run by `python -m rlexp.serve_reward`).
 
 It speaks the protocol of rlexp.rewards.http_reward (POST {"items": [...]} -> {"rewards":
 [...]}) and scores with any registered reward (`--reward math`, `format`, `arith_correct`)
@@ -10,10 +10,8 @@ every item. `--token-env NAME` requires `Authorization: Bearer $NAME`. GET /heal
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import os
 import random
 import sys
 import threading
@@ -22,8 +20,6 @@ from collections import Counter
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-
-from rlexp.errors import RlexpError
 
 FAULTS = ("timeout", "5xx", "nan")
 
@@ -140,50 +136,3 @@ def start_server(
     server = RewardServer((host, port), make_scorer(reward, function), **kw)
     threading.Thread(target=server.serve_forever, name="rlexp-reward-server", daemon=True).start()
     return server
-
-
-def main(argv: list[str] | None = None) -> int:
-    try:
-        return _main(argv)
-    except RlexpError as err:
-        print(f"serve_reward: error: {err}", file=sys.stderr)
-        return 2
-
-
-def _main(argv: list[str] | None) -> int:
-    p = argparse.ArgumentParser(prog="python -m rlexp.serve_reward", description=__doc__.splitlines()[0])
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--reward", default="math", help="registered reward name (math, format, arith_correct, ...)")
-    p.add_argument("--function", default=None, help="module:function or file.py:function (batch signature)")
-    p.add_argument("--fault-rate", type=float, default=0.0)
-    p.add_argument("--faults", default=",".join(FAULTS))
-    p.add_argument("--fault-delay-s", type=float, default=5.0)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--token-env", default=None, help="require 'Authorization: Bearer $TOKEN_ENV'")
-    a = p.parse_args(argv)
-    token = os.environ.get(a.token_env) if a.token_env else None
-    if a.token_env and token is None:
-        print(f"serve_reward: error: environment variable {a.token_env} is not set", file=sys.stderr)
-        return 2
-    server = RewardServer(
-        (a.host, a.port),
-        make_scorer(a.reward, a.function),
-        fault_rate=a.fault_rate,
-        faults=tuple(f for f in a.faults.split(",") if f),
-        fault_delay_s=a.fault_delay_s,
-        seed=a.seed,
-        token=token,
-    )
-    print(f"serving reward {a.function or a.reward} at {server.url}", flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Any
 
-from rlexp.sweep import storage
+from rlexp import storage
 
 MANIFEST = "sweep.json"
 STATES = ("pending", "running", "completed", "failed")

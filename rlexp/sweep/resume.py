@@ -11,8 +11,9 @@ import logging
 import math
 from typing import Any
 
-from rlexp.sweep import context, storage
+from rlexp import storage
 from rlexp.sweep.manifest import dig
+from rlexp.tracking import context
 
 log = logging.getLogger(__name__)
 

@@ -6,8 +6,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from rlexp import storage
 from rlexp.config.schema import RlexpConfig
-from rlexp.sweep import storage
 from rlexp.tracking.context import RunContext
 
 

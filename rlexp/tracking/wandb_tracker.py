@@ -9,17 +9,16 @@ drops lower steps after a resume).
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Any
 
+from rlexp import storage
+from rlexp.config.load import flatten
 from rlexp.config.schema import RlexpConfig
-from rlexp.sweep import storage
 from rlexp.tracking.context import RunContext
 
 RUN_FILE = "wandb_run.json"
 STEP_METRIC = "rl_step"
-_SECRET = re.compile(r"(token|secret|password|api_key|apikey)", re.IGNORECASE)
 
 
 def resolve_mode(mode: str) -> str:
@@ -30,20 +29,6 @@ def resolve_mode(mode: str) -> str:
     if mode == "auto":
         return "online" if os.environ.get("WANDB_API_KEY") else "offline"
     return mode
-
-
-def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
-    """{"trainer": {"beta": 0.04}} → {"trainer.beta": 0.04}; lists stay values; secret-looking keys are dropped."""
-    out: dict[str, Any] = {}
-    if isinstance(tree, dict):
-        for key, value in tree.items():
-            name = f"{prefix}.{key}" if prefix else str(key)
-            if _SECRET.search(str(key)) and isinstance(value, str):
-                continue
-            out.update(flatten(value, name) if isinstance(value, dict) else {name: value})
-    else:
-        out[prefix] = tree
-    return out
 
 
 class WandbTracker:

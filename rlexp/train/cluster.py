@@ -13,8 +13,8 @@ import numpy as np
 import optax
 from jax.sharding import AxisType
 
+from rlexp.config.derived import resolve_mesh, trainer_devices
 from rlexp.config.schema import RlexpConfig, TrainerConfig
-from rlexp.config.validate import resolve_mesh, trainer_devices
 
 
 def build_meshes(cfg: RlexpConfig) -> tuple[jax.sharding.Mesh, jax.sharding.Mesh]:

@@ -1,4 +1,4 @@
-"""In-job setup on a cluster: Pathways or `jax.distributed` initialisation.
+"""In-job setup on a cluster, before training: Pathways or `jax.distributed` initialisation, launcher.json.
 
 GKE pods get their roles from env vars the manifest sets (RLEXP_PATHWAYS, JAX_COORDINATOR_ADDRESS, ...);
 Slurm jobs from SLURM_* variables (one JAX process per node, coordinator on the first node). SIGTERM
@@ -14,6 +14,12 @@ from dataclasses import dataclass
 
 log = logging.getLogger(__name__)
 SLURM_COORDINATOR_PORT = 12355
+IN_CLUSTER_ENV = "RLEXP_IN_CLUSTER"  # set by the JobSet manifest: `python -m rlexp` in the pod trains, not launch again
+
+
+def in_cluster_job() -> bool:
+    """Inside a GKE pod or a Slurm job (submitit) that rlexp launched."""
+    return bool(os.environ.get(IN_CLUSTER_ENV)) or "SUBMITIT_EXECUTOR" in os.environ
 
 
 @dataclass(frozen=True)
@@ -74,3 +80,28 @@ def initialize(env: dict[str, str] | None = None) -> str:
 
     jax.distributed.initialize(args.coordinator_address, args.num_processes, args.process_id)
     return "distributed"
+
+
+def prepare_in_job() -> str:
+    """Cluster-side setup before training; returns how JAX was initialised."""
+    if not in_cluster_job():
+        return "local"
+    how = initialize()  # SIGTERM -> checkpoint is the trainer's (rlexp.train.hooks)
+    if os.environ.get("SUBMITIT_EXECUTOR") == "slurm" and os.environ.get("SLURM_PROCID", "0") == "0":
+        write_slurm_record()
+    return how
+
+
+def write_slurm_record() -> None:
+    """launcher.json in the job's output dir: which Slurm job ran it."""
+    import json
+    from pathlib import Path
+
+    from hydra.core.hydra_config import HydraConfig
+
+    job_id = os.environ.get("SLURM_ARRAY_JOB_ID") or os.environ.get("SLURM_JOB_ID", "?")
+    if os.environ.get("SLURM_ARRAY_TASK_ID"):
+        job_id = f"{job_id}_{os.environ['SLURM_ARRAY_TASK_ID']}"
+    out = Path(HydraConfig.get().runtime.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "launcher.json").write_text(json.dumps({"launcher": "slurm", "handle": job_id}, indent=1))

@@ -15,6 +15,7 @@ from typing import Any
 
 from tunix.sft.hooks import TrainingHooks
 
+from rlexp.compat.tunix import publish_pending_train_metrics, trains_lora_only
 from rlexp.errors import RlexpError
 
 
@@ -102,13 +103,13 @@ class StepHooks(TrainingHooks):
     def _stop(self, train_ctx: Any, step: int, reason: str, cause: RlexpError | None = None) -> None:
         # Tunix publishes a step's actor metrics (loss, kl, grad_norm) one update late; publish
         # them now so the last completed step is whole in metrics.jsonl before training stops.
-        train_ctx._write_train_metrics()
+        publish_pending_train_metrics(train_ctx)
         if step:
             train_ctx.checkpoint_manager.save(
                 step,
                 train_ctx.model,
                 train_ctx.optimizer,
-                save_only_lora_params=getattr(train_ctx, "_lora_enabled", False),
+                save_only_lora_params=trains_lora_only(train_ctx),
                 force=True,
                 # Tunix records global_steps + 1 because its own saves run before the increment;
                 # here, between steps, the count of finished global steps is already current.

@@ -1,6 +1,6 @@
 """Run-directory helpers of the trainer: package versions, dotted summary keys, resumable metrics.
 
-Small-file IO (local paths or gs:// through fsspec, atomic local writes) is rlexp.sweep.storage.
+Small-file IO (local paths or gs:// through fsspec, atomic local writes) is rlexp.storage.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from rlexp.sweep import storage
+from rlexp import storage
 
 PACKAGES = ("rlexp", "google-tunix", "jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "hydra-core")
 

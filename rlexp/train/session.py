@@ -18,13 +18,15 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from rlexp import storage
+from rlexp.config.derived import loads_reference_copy
+from rlexp.config.load import flatten
 from rlexp.config.schema import RlexpConfig
 from rlexp.config.validate import check_steps
 from rlexp.data.registry import load_splits
 from rlexp.data.templates import render_splits
 from rlexp.errors import ConfigError, RlexpError
 from rlexp.rewards.compose import build_rewards
-from rlexp.sweep import storage
 from rlexp.train import rundir
 from rlexp.train.metrics import MetricsCollector, group_stats, rlexp_metric_key, to_json_line
 
@@ -73,8 +75,6 @@ class TrainingSession:
 
     def _check_same_config(self, previous: Any) -> None:
         """Resuming with another config would silently mix two experiments in one run dir."""
-        from rlexp.tracking.wandb_tracker import flatten
-
         before = flatten(OmegaConf.to_container(previous, resolve=True))
         now = flatten(OmegaConf.to_container(self.cfg, resolve=True))
         for key in sorted(set(before) | set(now)):
@@ -109,14 +109,13 @@ class TrainingSession:
         self.meshes = build_meshes(self.conf)
         tokenizer = load_tokenizer(self.conf.model)
         t = self.conf.trainer
-        needs_reference = t.beta > 0 or t.algorithm == "dapo"  # Tunix's DAPO needs one even without KL
         base = load_model(self.conf.model, self.meshes[0])
         if t.lora.rank > 0:
             from rlexp.models.lora import apply_lora
 
             # Only the adapters train; the frozen base they sit on is the reference policy itself.
             return tokenizer, apply_lora(base, t.lora, self.meshes[0], seed=self.conf.seed), base
-        reference = load_model(self.conf.model, self.meshes[0]) if needs_reference else None
+        reference = load_model(self.conf.model, self.meshes[0]) if loads_reference_copy(t) else None
         return tokenizer, base, reference
 
     # -- hook callbacks -----------------------------------------------------------------------

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from rlexp.config.load import CONF_DIR, to_config
 from rlexp.config.schema import GROUP_SCHEMAS, RlexpConfig
 from rlexp.config.validate import validate
-from rlexp.main import CONF_DIR, to_config
 from tests.helpers import compose_cfg, compose_conf, conf_options
 
 GROUPS = [g for g in GROUP_SCHEMAS if (Path(CONF_DIR) / g).is_dir()]

@@ -1,10 +1,15 @@
-"""Each validation rule: a config that breaks it (one-line error naming key and fix) and one that passes."""
+"""Each validation rule: a config that breaks it (one-line error naming key and fix) and one that passes.
+
+The rules run through `rlexp.checks.check_config`, the one call every entry point makes.
+"""
 
 from __future__ import annotations
 
 import pytest
 
-from rlexp.config.validate import resolve_mesh, steps_available, validate
+from rlexp.checks import check_config
+from rlexp.config.derived import resolve_mesh
+from rlexp.config.validate import steps_available
 from rlexp.errors import ConfigError
 from tests.helpers import compose_conf
 
@@ -92,17 +97,18 @@ CASES = [
         "arith_correct",
         ["reward.functions.0.fn=arith_correct"],
     ),
+    (["dataset.loader=nope"], "dataset.loader", "arith", ["dataset.loader=arith"]),
 ]
 
 
 @pytest.mark.parametrize(("bad", "key", "fix", "good"), CASES, ids=[c[1] + ":" + c[0][-1] for c in CASES])
 def test_rule_fails_then_passes(bad: list[str], key: str, fix: str, good: list[str]) -> None:
     with pytest.raises(ConfigError) as err:
-        validate(compose_conf(bad))
+        check_config(compose_conf(bad))
     message = str(err.value)
     assert err.value.key == key
     assert message.startswith(f"{key}=") and fix in message and "\n" not in message
-    validate(compose_conf(good))
+    check_config(compose_conf(good))
 
 
 def test_steps_available_counts_epochs() -> None:

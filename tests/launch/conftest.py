@@ -20,7 +20,7 @@ def make_launcher() -> Iterator[object]:
     from hydra.core.plugins import Plugins
     from hydra.types import HydraContext, RunMode
 
-    from rlexp.main import CONF_DIR
+    from rlexp.config.load import CONF_DIR
 
     ctx = initialize_config_dir(config_dir=CONF_DIR, version_base=None)
     ctx.__enter__()
@@ -34,7 +34,6 @@ def make_launcher() -> Iterator[object]:
         launcher = Plugins.instance().instantiate_launcher(
             hydra_context=hc, task_function=lambda c: None, config=config
         )
-        launcher.one_line_errors = False  # type: ignore[attr-defined]  # assert on the exceptions themselves
         return launcher
 
     yield build
@@ -52,11 +51,11 @@ def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeApiServ
 
 def run_cli(monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
     """`python -m rlexp <args>` in-process (exit code; 0 when it returns)."""
-    from rlexp.main import main
+    from rlexp.__main__ import entry
 
     monkeypatch.setattr(sys, "argv", ["rlexp", *args])
     try:
-        main()
+        entry()
     except SystemExit as e:
         return int(e.code or 0)
     return 0

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from rlexp.launch.check import SCHEMA_PATH
-from rlexp.launch.distributed import initialize
+from rlexp.train.distributed import initialize
 from tests.helpers import REPO
 
 

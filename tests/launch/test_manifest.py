@@ -6,10 +6,10 @@ import copy
 
 import pytest
 
+from rlexp.config.hardware import tpu_slice
+from rlexp.config.launcher import GkeLauncherConf
 from rlexp.launch.check import ManifestError, check_jobset, rule_errors, schema_errors
 from rlexp.launch.manifest import COMMAND, JobSpec, render
-from rlexp.launch.settings import GkeLauncherConf
-from rlexp.launch.slices import tpu_slice
 
 
 def _render(slice_name: str = "v6e-32", name: str = "grpo-gemma-1a2b3c4", **conf: object) -> dict:

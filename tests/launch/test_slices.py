@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from rlexp.config.hardware import GPU_SLICES, TPU_TOPOLOGIES, gpu_slice_yaml, tpu_slice, tpu_slice_yaml
+from rlexp.config.load import CONF_DIR
 from rlexp.errors import ConfigError
-from rlexp.launch.slices import GPU_SLICES, TPU_TOPOLOGIES, gpu_slice_yaml, tpu_slice, tpu_slice_yaml
-from rlexp.main import CONF_DIR
 from tests.helpers import compose_conf
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rlexp.launch.distributed import expand_hostlist, gke_args, initialize, slurm_args
-from rlexp.main import CONF_DIR
+from rlexp.config.load import CONF_DIR
+from rlexp.train.distributed import expand_hostlist, gke_args, initialize, slurm_args
 
 
 def _hydra_launcher(overrides: list[str]) -> dict:
@@ -64,7 +64,7 @@ def test_slurm_job_records_its_job_id(tmp_path, monkeypatch) -> None:  # type: i
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
 
-    from rlexp.launch.hooks import prepare_in_job
+    from rlexp.train.distributed import prepare_in_job
 
     for k, v in {"SUBMITIT_EXECUTOR": "slurm", "SLURM_JOB_ID": "77", "SLURM_NTASKS": "1", "SLURM_PROCID": "0"}.items():
         monkeypatch.setenv(k, v)
@@ -73,5 +73,5 @@ def test_slurm_job_records_its_job_id(tmp_path, monkeypatch) -> None:  # type: i
     hydra_node = OmegaConf.structured(HydraConf)
     hydra_node.runtime.output_dir = str(tmp_path)
     HydraConfig.instance().set_config(OmegaConf.create({"hydra": hydra_node}))
-    assert prepare_in_job(OmegaConf.create({})) == "local"  # one task: no jax.distributed
+    assert prepare_in_job() == "local"  # one task: no jax.distributed
     assert json.loads((tmp_path / "launcher.json").read_text()) == {"launcher": "slurm", "handle": "77"}

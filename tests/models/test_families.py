@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from rlexp.config.families import check_model_option, hub_id_instruction_tuned
+from rlexp.config.memory import param_count
 from rlexp.errors import ConfigError, RlexpError
 from rlexp.models.checkpoint import safetensors_files
-from rlexp.models.families import check_hf_config, check_model_option, hub_id_instruction_tuned, model_config_from_hf
-from rlexp.models.memory import param_count
+from rlexp.models.families import check_hf_config, model_config_from_hf
 from tests.helpers import compose_conf, conf_options
 
 # published parameter counts (billions; gemma4 counts only the text model with its per-layer embeddings)

@@ -9,8 +9,9 @@ import fsspec
 import pytest
 from omegaconf import OmegaConf
 
-from rlexp.sweep import manifest, progress, storage
-from rlexp.sweep.callbacks import plan
+from rlexp import storage
+from rlexp.launch.callbacks import plan
+from rlexp.sweep import manifest, progress
 from rlexp.sweep.resume import completed_objective
 
 BASIC = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from rlexp.config.load import flatten
 from rlexp.tracking import NoTracker, make_tracker
-from rlexp.tracking.wandb_tracker import flatten, resolve_mode
+from rlexp.tracking.wandb_tracker import resolve_mode
 from tests.helpers import compose_conf
 
 METRICS = {"rewards/sum": 0.5, "kl": 0.01, "completions/mean_length": 3.0}

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from rlexp import storage
 from rlexp.errors import RlexpError
-from rlexp.sweep import storage
 from rlexp.train.rundir import JsonlSink, dotted_get, truncate_jsonl, versions
 
 

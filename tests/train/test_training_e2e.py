@@ -39,7 +39,7 @@ def _sigterm_reward():
 
 def run(run_dir: Path, overrides: list[str]) -> float:
     cfg = compose_cfg(overrides)
-    from rlexp.main import to_config
+    from rlexp.config.load import to_config
 
     return train(to_config(cfg), cfg, run_dir)
 

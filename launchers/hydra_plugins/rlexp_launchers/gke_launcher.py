@@ -5,23 +5,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from hydra.core.config_store import ConfigStore
 from hydra.core.utils import JobReturn
 from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig
 
-from rlexp.launch.settings import GkeLauncherConf
+from rlexp.config.load import register_configs
 
-ConfigStore.instance().store(group="hydra/launcher", name="gke", node=GkeLauncherConf, provider="rlexp")
+register_configs()  # rlexp's schemas, including `hydra/launcher=gke` (GkeLauncherConf)
 
 
 class GkeLauncher(Launcher):
     def __init__(self, **params: Any) -> None:
         self.params = params
-        # on the command line a user error ends the run with one line (exit 2); code driving the launcher
-        # directly (tests, notebooks) sets this False to get the exception instead
-        self.one_line_errors = True
         self.config: DictConfig | None = None
         self.hydra_context: HydraContext | None = None
         self.task_function: TaskFunction | None = None
@@ -32,15 +28,7 @@ class GkeLauncher(Launcher):
         self.task_function = task_function
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from rlexp.errors import RlexpError
         from rlexp.launch.gke import launch_sweep  # heavy imports only when launching
 
-        try:
-            return launch_sweep(self, job_overrides, initial_job_idx)
-        except RlexpError as err:  # a user error: one line, exit 2 (HYDRA_FULL_ERROR=1 keeps the traceback)
-            if not self.one_line_errors:
-                raise
-            from rlexp.main import fail
-
-            fail(err)
-            raise
+        # a user error (RlexpError) propagates: on the command line rlexp's error layer prints it as one line
+        return launch_sweep(self, job_overrides, initial_job_idx)

@@ -1,0 +1,27 @@
+"""Checks before heavy work: every rule a config must pass, and the data/reward/sampling preflight.
+
+`check_config` is the one call the entry points, the launchers and the trainer make before anything
+is loaded: the config layer's rules (types, ranges, mesh, memory, context length), plus the names that
+only the registries of the data and reward layers know. The preflight (`rlexp.checks.preflight`)
+then loads rows, renders prompts and scores completions.
+"""
+
+from __future__ import annotations
+
+from rlexp.config.schema import RlexpConfig
+from rlexp.config.validate import validate
+from rlexp.data.registry import known_loaders
+from rlexp.errors import ConfigError
+from rlexp.rewards.registry import known_reward_fns
+
+
+def check_config(cfg: RlexpConfig) -> None:
+    """Raise ConfigError on the first broken rule; return None when the config is runnable."""
+    validate(cfg)
+    loaders = known_loaders()
+    if cfg.dataset.loader not in loaders:
+        raise ConfigError("dataset.loader", cfg.dataset.loader, f"use one of {', '.join(sorted(loaders))}")
+    known = known_reward_fns()
+    for i, f in enumerate(cfg.reward.functions):
+        if f.fn not in known:
+            raise ConfigError(f"reward.functions[{i}].fn", f.fn, f"use one of {', '.join(sorted(known))}")

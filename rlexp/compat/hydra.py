@@ -1,0 +1,61 @@
+"""Hydra 1.3.8 internals rlexp relies on (hydra-core is pinned in pyproject.toml).
+
+- `wrap_error_reporting`: Hydra prints composition errors in several lines (search path, reference types)
+  from `hydra._internal.utils.run_and_report`, and offers no hook; rlexp's rule is one line per error.
+- `apply_value_overrides` and `overrides_dirname`: the launcher composes a sweep's value-only jobs once
+  and applies each job's leaf overrides exactly as Hydra's config loader does after composing.
+- `split_basic_sweep`: the job list the basic sweeper will run, to write sweep.json before the first job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+
+def wrap_error_reporting(handler: Callable[[BaseException], bool]) -> None:
+    """Route every exception Hydra reports through `handler` first; it returns True when it reported
+    the error itself (and exited), False to keep Hydra's own report. Idempotent."""
+    from hydra._internal import utils as hydra_utils
+
+    original: Callable[[Any], Any] = hydra_utils.run_and_report
+    if getattr(original, "_rlexp", False):
+        return
+
+    def run_and_report(func: Any) -> Any:
+        try:
+            return func()
+        except Exception as ex:  # noqa: BLE001 - re-reported below
+            handler(ex)
+            error = ex
+
+            def rethrow() -> None:
+                raise error
+
+            return original(rethrow)  # Hydra's own report
+
+    run_and_report._rlexp = True  # type: ignore[attr-defined]
+    hydra_utils.run_and_report = run_and_report
+
+
+def apply_value_overrides(overrides: Sequence[Any], cfg: Any) -> None:
+    """Set parsed leaf overrides (`key=value`) on a composed config, as Hydra does after composing."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+
+    ConfigLoaderImpl._apply_overrides_to_config(list(overrides), cfg)
+
+
+def overrides_dirname(overrides: Sequence[Any], *, kv_sep: str, item_sep: str, exclude_keys: Sequence[str]) -> str:
+    """`hydra.job.override_dirname` of a job with these parsed overrides."""
+    from hydra._internal.config_loader_impl import get_overrides_dirname
+
+    return get_overrides_dirname(
+        overrides=list(overrides), kv_sep=kv_sep, item_sep=item_sep, exclude_keys=list(exclude_keys)
+    )
+
+
+def split_basic_sweep(parsed: Sequence[Any]) -> list[list[str]]:
+    """The override lists of every job Hydra's basic sweeper builds from parsed sweep overrides."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
+    return BasicSweeper.split_arguments(list(parsed), None)[0]

@@ -1,0 +1,43 @@
+"""Values derived from a config that several layers need: the trainer mesh and the reference model.
+
+Each is computed here and nowhere else, so the validation rules, the memory estimate and the trainer
+cannot disagree. Pure Python: no JAX.
+"""
+
+from __future__ import annotations
+
+from rlexp.config.schema import SliceConfig, TrainerConfig
+from rlexp.errors import ConfigError
+
+
+def trainer_devices(s: SliceConfig) -> int:
+    """Devices that hold the trained policy (all of them when rollout is colocated)."""
+    return s.devices - s.rollout_devices if s.rollout_devices else s.devices
+
+
+def resolve_mesh(s: SliceConfig) -> tuple[int, int]:
+    """(fsdp, tp) of the trainer mesh; fsdp=-1 takes every trainer device not used by tp."""
+    n = trainer_devices(s)
+    tp = s.mesh.tp
+    if tp < 1 or n % tp:
+        raise ConfigError("slice.mesh.tp", tp, f"must divide the {n} trainer devices of slice {s.name}")
+    fsdp = n // tp if s.mesh.fsdp == -1 else s.mesh.fsdp
+    if fsdp * tp != n:
+        raise ConfigError(
+            "slice.mesh.fsdp",
+            s.mesh.fsdp,
+            f"fsdp x tp must equal the {n} trainer devices of slice {s.name}; use -1 to derive it",
+        )
+    return fsdp, tp
+
+
+def needs_reference(t: TrainerConfig) -> bool:
+    """Whether the loss needs a frozen reference policy: for the KL term (beta > 0), and always for
+    Tunix's DAPO learner, which computes reference log-probs even when KL is only logged."""
+    return t.beta > 0 or t.algorithm == "dapo"
+
+
+def loads_reference_copy(t: TrainerConfig) -> bool:
+    """Whether a second copy of the weights is loaded as the reference. With LoRA the frozen base the
+    adapters sit on is the reference itself, so no copy is made."""
+    return needs_reference(t) and t.lora.rank == 0

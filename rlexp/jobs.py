@@ -1,0 +1,37 @@
+"""`python -m rlexp.jobs`: follow what the GKE launcher submitted.
+
+python -m rlexp.jobs status <sweep or run dir>     table: job, JobSet, state, restarts, age
+python -m rlexp.jobs logs <JobSet name | job dir>   stream the rlexp container of the head pod
+python -m rlexp.jobs cancel <JobSet name | job or sweep dir>
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from rlexp import cli
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m rlexp.jobs", description="Follow JobSets submitted by rlexp's GKE launcher."
+    )
+    ap.add_argument(
+        "--context", default=None, help="kube context (default: the one recorded at submission, else current)"
+    )
+    ap.add_argument("--namespace", default="default", help="namespace for bare JobSet names")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("status", help="table of a run's or sweep's JobSets").add_argument("target")
+    logs = sub.add_parser("logs", help="stream the rlexp container of the head pod")
+    logs.add_argument("target")
+    logs.add_argument("--no-follow", action="store_true")
+    sub.add_parser("cancel", help="delete the JobSet(s) of a job, run or sweep").add_argument("target")
+    a = ap.parse_args(argv)
+    from rlexp.launch import jobs
+
+    return cli.command(lambda: {"status": jobs.cmd_status, "logs": jobs.cmd_logs, "cancel": jobs.cmd_cancel}[a.cmd](a))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,33 @@
+"""A single run (no `-m`) whose launcher is remote: on the laptop, a TPU slice selects `gke`, so
+`python -m rlexp slice=v6e-32` submits through the launcher code instead of training here.
+Inside the pod or Slurm job the same command trains (rlexp.train.distributed.in_cluster_job).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from omegaconf import DictConfig
+
+from rlexp.errors import RlexpError
+from rlexp.train.distributed import in_cluster_job
+
+
+def launch_remotely(cfg: DictConfig) -> tuple[bool, Any]:
+    """(True, result) when this single run was handed to a remote launcher, else (False, None)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if in_cluster_job() or not HydraConfig.initialized():
+        return False, None
+    hc = HydraConfig.get()
+    if hc.mode != RunMode.RUN:
+        return False, None
+    target = str(hc.launcher.get("_target_", ""))
+    if target.endswith("GkeLauncher"):
+        from rlexp.launch.gke import launch_single
+
+        return True, launch_single(cfg)
+    if "submitit" in target:
+        raise RlexpError("Slurm submission runs through Hydra's multirun: add -m (one job per override combination)")
+    return False, None
