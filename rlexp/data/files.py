@@ -4,7 +4,9 @@ All of them are one table loader with a field mapping (`dataset.prompt_field`,
 `answer_field`, `id_field`, `data_source`) and an answer parser. Every record becomes a
 row {id, question, answer, data_source} or a counted skip reason; nothing unparseable is
 trained on. Without an eval split or eval file, `eval_fraction` of the train split is held
-out with `dataset.seed` (the seeds' OpenMathInstruct-2 recipe: 5 %, seed 42).
+out with `dataset.seed` (the seeds' OpenMathInstruct-2 recipe: 5 %, seed 42). The size caps
+keep the rows past them as spares, so prompts too long for the model are filtered before the
+cap is applied (rlexp.data.templates.render_splits).
 """
 
 from __future__ import annotations
@@ -91,8 +93,9 @@ def build_rows(
     return rows
 
 
-def _cap(rows: list[Row], size: int) -> list[Row]:
-    return rows if size < 0 else rows[:size]
+def _cap(rows: list[Row], size: int) -> tuple[list[Row], list[Row]]:
+    """(the first `size` rows, the rest); size < 0 keeps all."""
+    return (rows, []) if size < 0 else (rows[:size], rows[size:])
 
 
 def load_table(cfg: DatasetConfig, parse_answer: AnswerParser = plain_answer) -> Splits:
@@ -117,7 +120,8 @@ def load_table(cfg: DatasetConfig, parse_answer: AnswerParser = plain_answer) ->
         evals, train = train[:n_eval], train[n_eval:]
     if not train:
         raise ConfigError("dataset.source", cfg.source, f"no usable train rows (skipped: {dict(skipped) or 'none'})")
-    return Splits(train=_cap(train, cfg.train_size), eval=_cap(evals, cfg.eval_size), skipped=dict(skipped))
+    (train, spare_train), (evals, spare_eval) = _cap(train, cfg.train_size), _cap(evals, cfg.eval_size)
+    return Splits(train, evals, dict(skipped), spare_train=spare_train, spare_eval=spare_eval)
 
 
 @register("jsonl")

@@ -21,9 +21,19 @@ Row = dict[str, Any]  # {id, question, answer, data_source} (+ prompt after rend
 
 @dataclass
 class Splits:
+    """Rows of both splits, capped to `dataset.train_size`/`eval_size`, in draw order.
+
+    `spare_train`/`spare_eval` hold the rows past the caps, in the same order: when the
+    prompt-length filter (rlexp.data.templates.render_splits) drops capped rows, the next spare
+    rows take their place, so the caps count rows that survive the filter (filter first, then
+    cap, as the seeds do).
+    """
+
     train: list[Row]
     eval: list[Row]
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> count of rows not used
+    spare_train: list[Row] = field(default_factory=list, repr=False)
+    spare_eval: list[Row] = field(default_factory=list, repr=False)
 
 
 Loader = Callable[[DatasetConfig], Splits]

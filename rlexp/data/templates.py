@@ -14,7 +14,9 @@ markers, wrapped by a chat template that adds them again.
 from __future__ import annotations
 
 import functools
+import itertools
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from rlexp.config.schema import ChatTemplateConfig
@@ -114,16 +116,22 @@ def prompt_tokens(tokenizer: Any, prompt: str) -> int:
 
 
 def render_rows(
-    rows: list[Row],
+    rows: Iterable[Row],
     chat: ChatTemplateConfig,
     tokenizer: Any = None,
     *,
     max_prompt_tokens: int | None = None,
     skipped: dict[str, int] | None = None,
+    limit: int | None = None,
 ) -> list[Row]:
-    """Rows with `prompt` filled in; with a tokenizer and a budget, longer prompts are dropped and counted."""
-    out = []
+    """Rows with `prompt` filled in; with a tokenizer and a budget, longer prompts are dropped and counted.
+
+    `limit`: stop once that many rows are kept (rows after it are neither rendered nor counted).
+    """
+    out: list[Row] = []
     for r in rows:
+        if limit is not None and len(out) >= limit:
+            break
         prompt = render_prompt(r, chat, tokenizer)
         if tokenizer is not None and max_prompt_tokens and prompt_tokens(tokenizer, prompt) > max_prompt_tokens:
             if skipped is not None:
@@ -136,8 +144,18 @@ def render_rows(
 def render_splits(
     splits: Splits, chat: ChatTemplateConfig, tokenizer: Any = None, max_prompt_tokens: int | None = None
 ) -> Splits:
-    """Both splits rendered (and length-filtered); the skip counts grow by the prompts that were too long."""
+    """Both splits rendered and length-filtered, then capped: a dropped prompt is replaced by a spare row.
+
+    Each split keeps as many rows as the loader capped it to (`len(splits.train)`), drawn in
+    order from its rows and then its spares, so a capped split loses nothing to the filter
+    unless the data runs out. The skip counts grow by the prompts that were too long.
+    """
     skipped = dict(splits.skipped)
-    train = render_rows(splits.train, chat, tokenizer, max_prompt_tokens=max_prompt_tokens, skipped=skipped)
-    evals = render_rows(splits.eval, chat, tokenizer, max_prompt_tokens=max_prompt_tokens, skipped=skipped)
-    return Splits(train=train, eval=evals, skipped=skipped)
+
+    def render(rows: list[Row], spares: list[Row]) -> list[Row]:
+        kept = itertools.chain(rows, spares)
+        return render_rows(kept, chat, tokenizer, max_prompt_tokens=max_prompt_tokens, skipped=skipped, limit=len(rows))
+
+    return Splits(
+        train=render(splits.train, splits.spare_train), eval=render(splits.eval, splits.spare_eval), skipped=skipped
+    )

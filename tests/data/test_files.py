@@ -121,3 +121,41 @@ def test_hub_dataset_offline_is_a_clear_error(monkeypatch) -> None:  # noqa: ANN
 def test_arith_still_loads() -> None:
     s = load_splits(compose_conf([]).dataset)
     assert s.train and s.eval and s.train[0]["id"].startswith("arith-train-")
+
+
+class _WordTokenizer:
+    def encode(self, text: str) -> list[str]:
+        return text.split()
+
+
+def test_over_long_prompts_are_filtered_before_the_caps(tmp_path) -> None:  # noqa: ANN001
+    from rlexp.data.templates import render_splits
+
+    # Every third question is too long for a 5-token budget.
+    lines = [{"question": " ".join(["w"] * (30 if i % 3 == 0 else 2)), "answer": str(i)} for i in range(60)]
+    (tmp_path / "d.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    d = _dataset("jsonl", source=str(tmp_path / "d.jsonl"), train_size=20, eval_size=4, eval_fraction=0.2)
+    loaded = load_splits(d)
+    assert (len(loaded.train), len(loaded.eval)) == (20, 4)  # capped, not yet filtered
+    s = render_splits(loaded, compose_conf([]).chat_template, _WordTokenizer(), max_prompt_tokens=5)
+    assert (len(s.train), len(s.eval)) == (20, 4)  # the caps count rows that survive the filter
+    assert all(len(r["prompt"].split()) <= 5 for r in s.train + s.eval)
+    short = [r["id"] for r in loaded.train + loaded.spare_train if len(r["question"].split()) <= 5]
+    assert [r["id"] for r in s.train] == short[:20]  # the same rows as filtering everything, then capping
+
+    def long_before_cap(rows: list[dict], cap: int) -> int:  # over-long rows met until `cap` rows fit
+        lengths = [len(r["question"].split()) for r in rows]
+        last = [i for i, n in enumerate(lengths) if n <= 5][cap - 1]
+        return sum(n > 5 for n in lengths[: last + 1])
+
+    expected = long_before_cap(loaded.train + loaded.spare_train, 20) + long_before_cap(
+        loaded.eval + loaded.spare_eval, 4
+    )
+    assert s.skipped == {"prompt_too_long": expected} and expected > 0
+    assert not {r["id"] for r in s.train} & {r["id"] for r in s.eval}  # spares never cross splits
+    unfiltered = render_splits(loaded, compose_conf([]).chat_template)  # no tokenizer: no filter, same caps
+    assert [r["id"] for r in unfiltered.train] == [r["id"] for r in loaded.train]
+    # Fewer usable rows than the cap: every one that fits, and the count says how many.
+    d.train_size = 45
+    s = render_splits(load_splits(d), compose_conf([]).chat_template, _WordTokenizer(), max_prompt_tokens=5)
+    assert len(s.train) == len(short) < 45
