@@ -1,0 +1,74 @@
+"""Pinned numbers of the default run: `python -m rlexp` with seed 0 is deterministic on CPU, so a change that
+alters training (sampling, advantages, loss, optimizer, data order, evals) shows up here as drift.
+
+The run is the default configuration cut to 3 steps (eval before and after on 16 prompts). When a change
+alters the numbers on purpose, re-measure them with the command below and say why in the commit.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO
+
+COMMAND = [
+    "trainer.max_steps=3",
+    "trainer.eval_every=3",
+    "trainer.checkpoint_every=3",
+    "trainer.eval_prompts=16",
+    "trainer.eval_samples=2",
+    "logger=none",
+]
+# step -> metric -> value, measured on this kind of machine (2-core x86-64, jax 0.10.2, tunix 0.1.7)
+PINNED = {
+    0: {"eval/greedy_accuracy": 0.4375, "eval/pass_at_1": 0.03125},
+    1: {
+        "loss": -0.008663095533847809,
+        "kl": 6.811959440966575e-09,
+        "grad_norm": 2.1571688652038574,
+        "rewards/sum": 0.296875,
+        "completions/mean_length": 2.1875,
+    },
+    2: {
+        "loss": -0.010930091142654419,
+        "kl": 0.03534451499581337,
+        "grad_norm": 1.9018158912658691,
+        "rewards/sum": 0.3125,
+        "completions/mean_length": 2.171875,
+    },
+    3: {
+        "loss": 0.0007598312222398818,
+        "kl": -0.00641415873542428,
+        "grad_norm": 1.7355341911315918,
+        "rewards/sum": 0.240625,
+        "completions/mean_length": 2.515625,
+        "eval/greedy_accuracy": 0.625,
+        "eval/pass_at_1": 0.03125,
+    },
+}
+
+
+@pytest.mark.slow
+def test_default_run_metrics_are_pinned(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "rlexp", *COMMAND, f"hydra.run.dir={run_dir}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = {r["step"]: r for r in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines())}
+    drift = [
+        f"step {step} {key}: {rows.get(step, {}).get(key)} != pinned {value}"
+        for step, metrics in PINNED.items()
+        for key, value in metrics.items()
+        if rows.get(step, {}).get(key) is None or abs(rows[step][key] - value) > 1e-6
+    ]
+    assert not drift, "\n".join(drift)
