@@ -82,7 +82,7 @@ def test_bad_reward_specs_are_config_errors() -> None:
         build_rewards(_cfg(RewardFnConfig(fn="format", weight=0.0), combine="weighted_mean_clipped"))
 
 
-@pytest.mark.parametrize("option", ["arith", "math", "format", "math_format", "composite", "http"])
+@pytest.mark.parametrize("option", ["arith", "math", "format", "math_format", "maxtext_math", "composite", "http"])
 def test_reward_options_compose_and_build(option: str) -> None:
     rs = build_rewards(compose_conf([f"reward={option}"]).reward)
     try:
