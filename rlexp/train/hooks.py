@@ -18,6 +18,33 @@ from tunix.sft.hooks import TrainingHooks
 from rlexp.compat.tunix import publish_pending_train_metrics, trains_lora_only
 from rlexp.errors import RlexpError
 
+# How long a process waits at a step for the others (a slow eval or compile on one of them).
+AGREE_TIMEOUT_MS = 60 * 60 * 1000
+
+
+def agree(step: int, *flags: bool) -> tuple[bool, ...]:
+    """Each flag OR-ed over all JAX processes at `step` (identity with one process).
+
+    Processes must stop after the same step: the checkpoint save is collective, and a process
+    that trained on alone would wait forever in the next step's collectives. SIGTERM reaches
+    the tasks of a Slurm job or the pods of a JobSet at slightly different times. The flags
+    travel through the coordination service (as orbax's barriers do), not through an XLA
+    collective: one with no inputs from the step could run before that step's collectives
+    on one process and after them on another (measured: gloo "collective mismatch" aborts).
+    """
+    import jax
+
+    if jax.process_count() == 1:
+        return tuple(flags)
+    from jax._src import distributed
+
+    client = distributed.global_state.client
+    key = f"rlexp/agree/{step}"
+    client.key_value_set(f"{key}/{jax.process_index()}", "".join("1" if f else "0" for f in flags))
+    client.wait_at_barrier(f"{key}/barrier", timeout_in_ms=AGREE_TIMEOUT_MS)
+    votes = [value for _, value in client.key_value_dir_get(key)]
+    return tuple(any(v[i] == "1" for v in votes) for i in range(len(flags)))
+
 
 class StopTraining(Exception):
     """Raised inside a step hook to leave Tunix's loop after the step's checkpoint is saved."""
@@ -49,8 +76,19 @@ class GracefulStop:
         print(f"\nrlexp: {self.requested} received; saving a checkpoint after this step", file=sys.stderr)
 
     def __exit__(self, *exc: Any) -> None:
+        import jax
+
         for sig, old in self._old.items():
+            if sig == signal.SIGTERM and jax.process_count() > 1:
+                # A peer may have ended training before this process's own SIGTERM arrives; dying
+                # of it now, before jax.distributed's shutdown barrier, would make the peers abort
+                # there after the heartbeat timeout. The run's files are written: finish normally.
+                signal.signal(sig, self._after_training)
+                continue
             signal.signal(sig, old)
+
+    def _after_training(self, signum: int, frame: Any) -> None:
+        print(f"\nrlexp: {signal.Signals(signum).name} received after training; finishing", file=sys.stderr)
 
 
 class StepHooks(TrainingHooks):
@@ -95,10 +133,12 @@ class StepHooks(TrainingHooks):
         s.set_rollout_seed(done + 2)  # the rollout of step done+1 has already run
         if done > s.start_step and done % s.conf.trainer.eval_every == 0 and done < s.conf.trainer.max_steps:
             s.run_eval(done)
-        if s.reward_error is not None:
-            self._stop(train_ctx, done, "reward error budget exceeded", s.reward_error)
-        if s.stop.requested:
-            self._stop(train_ctx, done, s.stop.requested)
+        signalled, reward_failed = agree(done, s.stop.requested is not None, s.reward_error is not None)
+        if reward_failed:
+            cause = s.reward_error or RlexpError("reward error budget exceeded on another process")
+            self._stop(train_ctx, done, "reward error budget exceeded", cause)
+        if signalled:
+            self._stop(train_ctx, done, s.stop.requested or "stop requested on another process")
 
     def _stop(self, train_ctx: Any, step: int, reason: str, cause: RlexpError | None = None) -> None:
         # Tunix publishes a step's actor metrics (loss, kl, grad_norm) one update late; publish

@@ -84,3 +84,16 @@ class JsonlSink:
         if self.remote:
             storage.write_text(self.path, "".join(self._lines))
             self._written = time.monotonic()
+
+
+class NullSink:
+    """A JsonlSink that writes nothing: the run files of processes other than process 0."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def write(self, lines: list[str]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import jax
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
@@ -54,6 +55,8 @@ class TrainingSession:
         self.evals: dict[str, dict[str, float]] = {}
         self.last_step_end = time.perf_counter()
         self._bar: Any = None
+        # Every process trains (collectives); only process 0 writes the run files and the tracker.
+        self.primary = jax.process_index() == 0
 
     # -- setup -------------------------------------------------------------------------------
     def _check_run_dir(self) -> None:
@@ -166,11 +169,14 @@ class TrainingSession:
         result = evaluate(self.cluster, self.eval_rows, self.conf, self.cluster.cluster_config.rollout_config)
         self.collector.add(step, {f"eval/{k}": v for k, v in result.items()})
         self.evals[label or str(step)] = {**result, "step": step}
-        storage.write_json(self.path("evals.json"), self.evals)
+        if self.primary:
+            storage.write_json(self.path("evals.json"), self.evals)
         return result
 
     def progress(self, step: int) -> None:
         """A tqdm bar (step, reward, ETA) on a terminal; a line per 10 % of the run in logs."""
+        if not self.primary:
+            return
         total = self.conf.trainer.max_steps
         reward = self.collector.latest("rewards/sum")
         if not sys.stderr.isatty():
@@ -190,7 +196,7 @@ class TrainingSession:
 
     # -- the session ---------------------------------------------------------------------------
     def execute(self) -> dict[str, Any]:
-        from rlexp.tracking import make_tracker
+        from rlexp.tracking import NoTracker, make_tracker
         from rlexp.train.cluster import build_cluster, build_learner
         from rlexp.train.hooks import GracefulStop, StepHooks, StopTraining
 
@@ -198,7 +204,8 @@ class TrainingSession:
         t = self.conf.trainer
         self._check_run_dir()
         resolved = OmegaConf.to_container(self.cfg, resolve=True)
-        storage.write_text(self.path("config.yaml"), OmegaConf.to_yaml(self.cfg, resolve=True))
+        if self.primary:
+            storage.write_text(self.path("config.yaml"), OmegaConf.to_yaml(self.cfg, resolve=True))
         tokenizer, actor, reference = self._load_models()
         self._load_data(tokenizer)
         self.rewards = build_rewards(self.conf.reward)
@@ -206,15 +213,17 @@ class TrainingSession:
         learner = build_learner(self.conf, self.cluster, self.rewards.fns, [self.metric_fn])
         self.cluster.actor_trainer.with_training_hooks(StepHooks(self))
         self.start_step = start_step = self.cluster.actor_trainer.train_steps  # > 0 after a restore
-        self.tracker = make_tracker(self.conf, self.run_dir, resolved)
+        self.tracker = make_tracker(self.conf, self.run_dir, resolved) if self.primary else NoTracker()
         if start_step:  # steps after the checkpoint are redone: drop what an interrupted run wrote of them
-            rundir.truncate_jsonl(self.path("metrics.jsonl"), start_step)
-            rundir.truncate_jsonl(self.path("samples.jsonl"), start_step)
+            if self.primary:
+                rundir.truncate_jsonl(self.path("metrics.jsonl"), start_step)
+                rundir.truncate_jsonl(self.path("samples.jsonl"), start_step)
             if storage.exists(self.path("evals.json")):
                 self.evals = storage.read_json(self.path("evals.json"))
             print(f"rlexp: resuming {self.run_dir} from step {start_step}", file=sys.stderr)
-        self.metrics = rundir.JsonlSink(self.path("metrics.jsonl"))
-        self.samples = rundir.JsonlSink(self.path("samples.jsonl"))
+        sink = rundir.JsonlSink if self.primary else rundir.NullSink
+        self.metrics = sink(self.path("metrics.jsonl"))
+        self.samples = sink(self.path("samples.jsonl"))
         if "before" not in self.evals:
             self.run_eval(0, "before")
             self.flush_metrics(0)
@@ -238,7 +247,8 @@ class TrainingSession:
         self.flush_metrics(10**9)
         self.metrics.close(), self.samples.close()
         summary = self._summary(status, steps, time.perf_counter() - started)
-        storage.write_json(self.path("summary.json"), summary)
+        if self.primary:
+            storage.write_json(self.path("summary.json"), summary)
         self.tracker.finish(summary, exit_code=0 if status == "completed" else 1)
         self.rewards.close()
         self._print_summary(summary)
@@ -257,7 +267,12 @@ class TrainingSession:
             "status": status,
             "objective": {"name": self.conf.objective, "value": None},
             "eval": {k: v for k, v in self.evals.items() if k in ("before", "after")},
-            "train": {"steps": steps, "max_steps": self.conf.trainer.max_steps, "wall_seconds": round(wall, 2)},
+            "train": {
+                "steps": steps,
+                "max_steps": self.conf.trainer.max_steps,
+                "wall_seconds": round(wall, 2),
+                "processes": jax.process_count(),
+            },
             "data": {
                 "train_rows": len(self.train_rows),
                 "eval_rows": len(self.eval_rows),
