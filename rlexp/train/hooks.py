@@ -29,8 +29,8 @@ def agree(step: int, *flags: bool) -> tuple[bool, ...]:
     that trained on alone would wait forever in the next step's collectives. SIGTERM reaches
     the tasks of a Slurm job or the pods of a JobSet at slightly different times. The flags
     travel through the coordination service (as orbax's barriers do), not through an XLA
-    collective: one with no inputs from the step could run before that step's collectives
-    on one process and after them on another (measured: gloo "collective mismatch" aborts).
+    collective: an all-gather issued here met the step's own collectives on the other process
+    (2 CPU processes, gloo: "collective mismatch" abort in the first step).
     """
     import jax
 
