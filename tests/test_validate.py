@@ -9,14 +9,15 @@ import sys
 
 import pytest
 
+from rlexp.checks import check_config
 from rlexp.checks.preflight import preflight
-from rlexp.config.validate import validate
 from rlexp.data.templates import doubled_markers, render_prompt
 from tests.helpers import REPO, compose_conf
 
 FIX = REPO / "tests" / "fixtures" / "recipes"
 OMI2 = [
     "experiment=gemma4_e4b_omi2",
+    "reward=math_format",  # these tests score rlexp's math + format pair; the preset's default is maxtext_math
     f"dataset.source={FIX / 'omi2_train_1M.jsonl'}",
     "trainer.batch_size=2",  # the fixture has 10 usable rows; the preset's 500 x 128 would not fit
     "trainer.micro_batch_size=1",
@@ -42,7 +43,7 @@ def test_presets_compose_validate_and_render_clean_prompts(
     preset: str, model: str, dataset: str, slice_: str, chat: str, values: dict
 ) -> None:
     conf = compose_conf([f"experiment={preset}"])
-    validate(conf)
+    check_config(conf)
     assert (conf.model.name, conf.dataset.name, conf.slice.name, conf.chat_template.name) == (
         model,
         dataset,
@@ -51,10 +52,10 @@ def test_presets_compose_validate_and_render_clean_prompts(
     )
     for key, value in values.items():
         assert getattr(conf.trainer, key) == value, key
-    assert conf.reward.name == "math_format" and conf.dataset.seed == 42
+    assert conf.reward.name == "maxtext_math" and conf.dataset.seed == 42
     row = {"id": "x", "question": "What is 1+1?", "answer": "2"}
-    prompt = render_prompt(row, conf.chat_template)
-    assert "<reasoning>" in prompt and doubled_markers(row, conf.chat_template, prompt) == []
+    prompt = render_prompt(row, conf.data_template, conf.chat_template)
+    assert "<reasoning>" in prompt and doubled_markers(row, conf.data_template, conf.chat_template, prompt) == []
     # The seeds' data-exhaustion bug is fixed: the steps fit the data.
     rows = 64000 if preset.startswith("gemma") else 7473
     assert rows * conf.trainer.epochs // conf.trainer.batch_size >= conf.trainer.max_steps
@@ -107,7 +108,7 @@ def test_preflight_fails_on_non_finite_out_of_range_and_raising_rewards(tmp_path
 
 def test_preflight_refuses_doubled_turn_markers(tmp_path) -> None:  # noqa: ANN001
     seed_template = "<start_of_turn>user\\n{system_prompt}\\n\\n{question}<end_of_turn>\\n<start_of_turn>model"
-    result = preflight(compose_conf([*OMI2, COMPLETIONS, f"chat_template.template='{seed_template}'"]), str(tmp_path))
+    result = preflight(compose_conf([*OMI2, COMPLETIONS, f"data_template.template='{seed_template}'"]), str(tmp_path))
     check = next(c for c in result["checks"] if c["name"] == "turn_markers")
     assert check["status"] == "failed" and "<start_of_turn>" in check["detail"] and not result["ok"]
 

@@ -245,7 +245,7 @@ def preflight(cfg: RlexpConfig, out_dir: str, *, allow_downloads: bool = True) -
             if "answer" not in row or not ("prompt" in row or "question" in row):
                 continue
             if "prompt" not in row:
-                row["prompt"] = render_prompt(row, cfg.chat_template)
+                row["prompt"] = render_prompt(row, cfg.data_template, cfg.chat_template)
             items.append({**row, "id": str(g["id"]), "completion": g["completion"]})
         unknown = sorted({str(g["id"]) for g in given} - {it["id"] for it in items})
         if unknown:
@@ -257,7 +257,12 @@ def preflight(cfg: RlexpConfig, out_dir: str, *, allow_downloads: bool = True) -
         else:
             items = rep.run("completions", lambda: _sampled_items(cfg, rows)) or []
     if items:
-        problems = [p for it in items if "question" in it for p in doubled_markers(it, cfg.chat_template, it["prompt"])]
+        problems = [
+            p
+            for it in items
+            if "question" in it
+            for p in doubled_markers(it, cfg.data_template, cfg.chat_template, it["prompt"])
+        ]
         rep.add("turn_markers", "failed" if problems else "ok", "; ".join(dict.fromkeys(problems)))
         result["example_prompt"] = {"id": items[0]["id"], "prompt": items[0]["prompt"]}
         print(f"rlexp: example prompt (row {items[0]['id']}):\n{items[0]['prompt']}\n---", flush=True)
@@ -290,7 +295,9 @@ def _sampled_items(cfg: RlexpConfig, rows: list[dict[str, Any]]) -> list[dict[st
     tokenizer = load_tokenizer(cfg.model)
     skipped: dict[str, int] = {}
     budget = cfg.trainer.max_prompt_tokens
-    rendered = render_rows(rows, cfg.chat_template, tokenizer, max_prompt_tokens=budget, skipped=skipped)
+    rendered = render_rows(
+        rows, cfg.data_template, cfg.chat_template, tokenizer, max_prompt_tokens=budget, skipped=skipped
+    )
     if not rendered:
         raise RlexpError(
             f"none of {len(rows)} prompts fits trainer.max_prompt_tokens={cfg.trainer.max_prompt_tokens} "

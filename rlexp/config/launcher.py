@@ -1,4 +1,5 @@
-"""Launcher settings (`hydra.launcher.*`), as dataclasses registered in Hydra's ConfigStore by the plugins.
+"""Launcher and sweeper settings (`hydra.launcher.*`, `hydra.sweeper.*`), as dataclasses registered in Hydra's
+ConfigStore by the plugins.
 
 Kept free of heavy imports: Hydra imports every plugin at start-up.
 """
@@ -10,6 +11,16 @@ from dataclasses import dataclass, field
 PATHWAYS_IMAGES = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways"
 # HF_TOKEN / WANDB_API_KEY reach pods only as secretKeyRef into this Kubernetes Secret.
 SECRET_KEYS = ("HF_TOKEN", "WANDB_API_KEY")
+
+
+@dataclass
+class SweeperConf:
+    """`hydra/sweeper=rlexp` (the default): Hydra's basic sweeper and its settings; batch validation composes
+    each distinct group choice once (launchers/hydra_plugins/rlexp_launchers/sweeper.py)."""
+
+    _target_: str = "hydra_plugins.rlexp_launchers.sweeper.BasicSweeper"
+    max_batch_size: int | None = None
+    params: dict[str, str] | None = None
 
 
 @dataclass

@@ -31,7 +31,7 @@ def register_configs() -> None:
     """Register the root schema, one `<group>_schema` per group, the TPU slice base, the launcher settings
     and rlexp's resolvers. Idempotent: the Hydra apps, the launcher plugin and tests all call it."""
     from rlexp.config.hardware import register_resolvers, tpu_slice_node
-    from rlexp.config.launcher import GkeLauncherConf
+    from rlexp.config.launcher import GkeLauncherConf, SweeperConf
 
     cs = ConfigStore.instance()
     register_resolvers()
@@ -41,6 +41,7 @@ def register_configs() -> None:
     cs.store(group="slice", name="tpu_schema", node=tpu_slice_node())
     # TPU slices select hydra/launcher=gke in their defaults list, so it must exist whenever slices compose
     cs.store(group="hydra/launcher", name="gke", node=GkeLauncherConf, provider="rlexp")
+    cs.store(group="hydra/sweeper", name="rlexp", node=SweeperConf, provider="rlexp")  # the default (conf/config.yaml)
 
 
 def to_config(cfg: DictConfig | dict) -> RlexpConfig:

@@ -113,12 +113,19 @@ class RewardConfig:
 
 
 @dataclass
-class ChatTemplateConfig:
-    """How a data row's question becomes the model's prompt text."""
+class DataTemplateConfig:
+    """How a data row's question becomes the user message: model-independent text."""
 
     name: str = MISSING
     system_prompt: str = ""
-    template: str = "{question}"  # data template: layout of system prompt and question
+    template: str = "{question}"  # layout of {system_prompt} and {question}
+
+
+@dataclass
+class ChatTemplateConfig:
+    """How the user message becomes the model's prompt text: the model's turn markers around it."""
+
+    name: str = MISSING
     chat: str | None = None  # jinja chat template; None = use the text as is; "tokenizer" = the tokenizer's own
     bos_token: str = ""  # what {{ bos_token }} renders to when no tokenizer is at hand
     turn_markers: list[str] = field(default_factory=list)  # must not appear doubled in a rendered prompt
@@ -225,6 +232,7 @@ class RlexpConfig:
     slice: SliceConfig = MISSING
     reward: RewardConfig = MISSING
     chat_template: ChatTemplateConfig = MISSING
+    data_template: DataTemplateConfig = MISSING
     trainer: TrainerConfig = MISSING
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     seed: int = 0
@@ -242,6 +250,7 @@ GROUP_SCHEMAS: dict[str, type] = {
     "slice": SliceConfig,
     "reward": RewardConfig,
     "chat_template": ChatTemplateConfig,
+    "data_template": DataTemplateConfig,
     "trainer": TrainerConfig,
     "logger": LoggerConfig,
 }

@@ -39,8 +39,9 @@ def _positive(key: str, value: float, *, allow_zero: bool = False) -> None:
 
 
 def steps_available(cfg: RlexpConfig, train_rows: int) -> int:
-    """Optimizer-update steps the train split supports at the configured batch and epochs."""
-    return train_rows * cfg.trainer.epochs // cfg.trainer.batch_size
+    """Optimizer-update steps the train split supports at the configured batch and epochs (each epoch drops
+    its last partial batch, as the trainer's batching does)."""
+    return cfg.trainer.epochs * (train_rows // cfg.trainer.batch_size)
 
 
 def _check_trainer(t: TrainerConfig) -> None:

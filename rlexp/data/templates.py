@@ -1,6 +1,6 @@
 """Prompt rendering: the data template lays out system prompt and question; the chat template wraps it.
 
-The data template (`chat_template.system_prompt`, `chat_template.template`, chosen with
+The data template (`data_template.system_prompt`, `data_template.template`, chosen with
 `data_template=`) is model-independent text; the chat template (`chat_template.chat`, a
 Jinja string) adds the model's turn markers around it as one user message. With a Hugging
 Face tokenizer at hand the Jinja runs through `tokenizer.apply_chat_template`, so
@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from rlexp.config.schema import ChatTemplateConfig
+from rlexp.config.schema import ChatTemplateConfig, DataTemplateConfig
 from rlexp.data.registry import Row, Splits
 from rlexp.errors import ConfigError
 
@@ -41,13 +41,13 @@ KNOWN_MARKERS = (
 )
 
 
-def data_text(row: Row, chat: ChatTemplateConfig) -> str:
+def data_text(row: Row, data: DataTemplateConfig) -> str:
     """The data template filled with the row's question: the content of the single user message."""
     try:
-        return chat.template.format(question=row["question"], system_prompt=chat.system_prompt)
+        return data.template.format(question=row["question"], system_prompt=data.system_prompt)
     except (KeyError, IndexError, ValueError) as err:
         raise ConfigError(
-            "chat_template.template", chat.template, f"may use only {{question}} and {{system_prompt}} ({err!r})"
+            "data_template.template", data.template, f"may use only {{question}} and {{system_prompt}} ({err!r})"
         ) from err
 
 
@@ -69,9 +69,9 @@ def _uses_tokenizer_template(tokenizer: Any) -> bool:
     return tokenizer is not None and hasattr(tokenizer, "apply_chat_template")
 
 
-def render_prompt(row: Row, chat: ChatTemplateConfig, tokenizer: Any = None) -> str:
+def render_prompt(row: Row, data: DataTemplateConfig, chat: ChatTemplateConfig, tokenizer: Any = None) -> str:
     """The exact text the model is prompted with for one row."""
-    text = data_text(row, chat)
+    text = data_text(row, data)
     if chat.chat is None:
         return text
     messages = [{"role": "user", "content": text}]
@@ -92,16 +92,16 @@ def render_prompt(row: Row, chat: ChatTemplateConfig, tokenizer: Any = None) -> 
     return _compiled(chat.chat).render(messages=messages, add_generation_prompt=True, bos_token=chat.bos_token)
 
 
-def doubled_markers(row: Row, chat: ChatTemplateConfig, prompt: str) -> list[str]:
+def doubled_markers(row: Row, data: DataTemplateConfig, chat: ChatTemplateConfig, prompt: str) -> list[str]:
     """Problems with turn markers in one rendered prompt; empty when the prompt is well formed."""
     problems = []
     markers = tuple(dict.fromkeys((*chat.turn_markers, *KNOWN_MARKERS)))
     if chat.chat is not None:
-        inner = [m for m in markers if m in data_text(row, chat)]
+        inner = [m for m in markers if m in data_text(row, data)]
         if inner:
             problems.append(
                 f"the data template already contains turn markers {inner} and chat template "
-                f"{chat.name!r} adds its own: remove them from chat_template.template"
+                f"{chat.name!r} adds its own: remove them from data_template.template"
             )
     for m in markers:
         # A marker, an optional role word, then the same marker again: "<start_of_turn>user\n<start_of_turn>".
@@ -117,6 +117,7 @@ def prompt_tokens(tokenizer: Any, prompt: str) -> int:
 
 def render_rows(
     rows: Iterable[Row],
+    data: DataTemplateConfig,
     chat: ChatTemplateConfig,
     tokenizer: Any = None,
     *,
@@ -132,7 +133,7 @@ def render_rows(
     for r in rows:
         if limit is not None and len(out) >= limit:
             break
-        prompt = render_prompt(r, chat, tokenizer)
+        prompt = render_prompt(r, data, chat, tokenizer)
         if tokenizer is not None and max_prompt_tokens and prompt_tokens(tokenizer, prompt) > max_prompt_tokens:
             if skipped is not None:
                 skipped["prompt_too_long"] = skipped.get("prompt_too_long", 0) + 1
@@ -142,7 +143,11 @@ def render_rows(
 
 
 def render_splits(
-    splits: Splits, chat: ChatTemplateConfig, tokenizer: Any = None, max_prompt_tokens: int | None = None
+    splits: Splits,
+    data: DataTemplateConfig,
+    chat: ChatTemplateConfig,
+    tokenizer: Any = None,
+    max_prompt_tokens: int | None = None,
 ) -> Splits:
     """Both splits rendered and length-filtered, then capped: a dropped prompt is replaced by a spare row.
 
@@ -154,7 +159,9 @@ def render_splits(
 
     def render(rows: list[Row], spares: list[Row]) -> list[Row]:
         kept = itertools.chain(rows, spares)
-        return render_rows(kept, chat, tokenizer, max_prompt_tokens=max_prompt_tokens, skipped=skipped, limit=len(rows))
+        return render_rows(
+            kept, data, chat, tokenizer, max_prompt_tokens=max_prompt_tokens, skipped=skipped, limit=len(rows)
+        )
 
     return Splits(
         train=render(splits.train, splits.spare_train), eval=render(splits.eval, splits.spare_eval), skipped=skipped

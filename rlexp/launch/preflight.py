@@ -60,6 +60,7 @@ class SharedChecks:
             repr(raw.get("model")),
             repr(raw.get("dataset")),
             repr(raw.get("chat_template")),
+            repr(raw.get("data_template")),
             repr(raw.get("reward")),
         )
         if key in self.done:

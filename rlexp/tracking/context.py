@@ -61,7 +61,7 @@ def job_dir(cfg: Any) -> str:
 
 
 # Config groups whose chosen option becomes a tag (e.g. "trainer:grpo").
-TAG_GROUPS = ("model", "dataset", "slice", "reward", "chat_template", "trainer", "experiment", "sweep")
+TAG_GROUPS = ("model", "dataset", "slice", "reward", "chat_template", "data_template", "trainer", "experiment", "sweep")
 
 
 @dataclass

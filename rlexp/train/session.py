@@ -92,7 +92,11 @@ class TrainingSession:
 
     def _load_data(self, tokenizer: Any) -> None:
         splits = render_splits(
-            load_splits(self.conf.dataset), self.conf.chat_template, tokenizer, self.conf.trainer.max_prompt_tokens
+            load_splits(self.conf.dataset),
+            self.conf.data_template,
+            self.conf.chat_template,
+            tokenizer,
+            self.conf.trainer.max_prompt_tokens,
         )
         check_steps(self.conf, len(splits.train))  # after filtering: the rows that will really be trained on
         if not splits.eval:

@@ -113,7 +113,7 @@ def test_rule_fails_then_passes(bad: list[str], key: str, fix: str, good: list[s
 
 def test_steps_available_counts_epochs() -> None:
     conf = compose_conf(["trainer.batch_size=8", "trainer.epochs=3"])
-    assert steps_available(conf, 100) == 37
+    assert steps_available(conf, 100) == 36  # 12 full batches of 8 per epoch; the partial batch is dropped
 
 
 def test_mesh_derives_fsdp_from_devices() -> None:

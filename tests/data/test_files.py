@@ -123,6 +123,11 @@ def test_arith_still_loads() -> None:
     assert s.train and s.eval and s.train[0]["id"].startswith("arith-train-")
 
 
+def _templates() -> tuple:
+    conf = compose_conf([])
+    return conf.data_template, conf.chat_template
+
+
 class _WordTokenizer:
     def encode(self, text: str) -> list[str]:
         return text.split()
@@ -137,7 +142,7 @@ def test_over_long_prompts_are_filtered_before_the_caps(tmp_path) -> None:  # no
     d = _dataset("jsonl", source=str(tmp_path / "d.jsonl"), train_size=20, eval_size=4, eval_fraction=0.2)
     loaded = load_splits(d)
     assert (len(loaded.train), len(loaded.eval)) == (20, 4)  # capped, not yet filtered
-    s = render_splits(loaded, compose_conf([]).chat_template, _WordTokenizer(), max_prompt_tokens=5)
+    s = render_splits(loaded, *_templates(), _WordTokenizer(), max_prompt_tokens=5)
     assert (len(s.train), len(s.eval)) == (20, 4)  # the caps count rows that survive the filter
     assert all(len(r["prompt"].split()) <= 5 for r in s.train + s.eval)
     short = [r["id"] for r in loaded.train + loaded.spare_train if len(r["question"].split()) <= 5]
@@ -153,9 +158,9 @@ def test_over_long_prompts_are_filtered_before_the_caps(tmp_path) -> None:  # no
     )
     assert s.skipped == {"prompt_too_long": expected} and expected > 0
     assert not {r["id"] for r in s.train} & {r["id"] for r in s.eval}  # spares never cross splits
-    unfiltered = render_splits(loaded, compose_conf([]).chat_template)  # no tokenizer: no filter, same caps
+    unfiltered = render_splits(loaded, *_templates())  # no tokenizer: no filter, same caps
     assert [r["id"] for r in unfiltered.train] == [r["id"] for r in loaded.train]
     # Fewer usable rows than the cap: every one that fits, and the count says how many.
     d.train_size = 45
-    s = render_splits(load_splits(d), compose_conf([]).chat_template, _WordTokenizer(), max_prompt_tokens=5)
+    s = render_splits(load_splits(d), *_templates(), _WordTokenizer(), max_prompt_tokens=5)
     assert len(s.train) == len(short) < 45

@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from rlexp.config.schema import ChatTemplateConfig
+from rlexp.config.schema import ChatTemplateConfig, DataTemplateConfig
 from rlexp.data.registry import Splits
 from rlexp.data.templates import doubled_markers, render_prompt, render_rows, render_splits
 from rlexp.errors import ConfigError
@@ -17,15 +17,16 @@ ROW = {"id": "r1", "question": "What is 2+3?", "answer": "5", "data_source": "t"
 SEED_GSM8K_TEMPLATE = "<start_of_turn>user\n{system_prompt}\n\n{question}<end_of_turn>\n<start_of_turn>model"
 
 
-def _chat(option: str, data: str = "openmathinstruct2_rl") -> ChatTemplateConfig:
-    return compose_conf([f"chat_template={option}", f"data_template={data}"]).chat_template
+def _templates(option: str, data: str = "openmathinstruct2_rl") -> tuple[DataTemplateConfig, ChatTemplateConfig]:
+    conf = compose_conf([f"chat_template={option}", f"data_template={data}"])
+    return conf.data_template, conf.chat_template
 
 
 def test_gemma_matches_the_seed_prompt() -> None:
-    c = _chat("gemma")
-    expected = f"<bos><start_of_turn>user\n{c.system_prompt}\n\nWhat is 2+3?<end_of_turn>\n<start_of_turn>model\n"
-    assert render_prompt(ROW, c) == expected
-    assert doubled_markers(ROW, c, expected) == []
+    d, c = _templates("gemma")
+    expected = f"<bos><start_of_turn>user\n{d.system_prompt}\n\nWhat is 2+3?<end_of_turn>\n<start_of_turn>model\n"
+    assert render_prompt(ROW, d, c) == expected
+    assert doubled_markers(ROW, d, c, expected) == []
 
 
 @pytest.mark.parametrize(
@@ -38,13 +39,14 @@ def test_gemma_matches_the_seed_prompt() -> None:
     ],
 )  # fmt: skip
 def test_each_chat_format(option: str, start: str, end: str) -> None:
-    prompt = render_prompt(ROW, _chat(option, "plain"))
+    d, c = _templates(option, "plain")
+    prompt = render_prompt(ROW, d, c)
     assert prompt.startswith(start) and prompt.endswith(end)
-    assert doubled_markers(ROW, _chat(option, "plain"), prompt) == []
+    assert doubled_markers(ROW, d, c, prompt) == []
 
 
 def test_harmony_has_no_date_so_prompts_are_reproducible() -> None:
-    assert "Current date" not in render_prompt(ROW, _chat("harmony"))
+    assert "Current date" not in render_prompt(ROW, *_templates("harmony"))
 
 
 def test_tokenizer_machinery_renders_the_same_text() -> None:
@@ -54,31 +56,29 @@ def test_tokenizer_machinery_renders_the_same_text() -> None:
 
     tok = AutoTokenizer.from_pretrained(str(BUILTIN_DIR / "tiny"), local_files_only=True)
     for option in ("gemma", "chatml", "llama3", "harmony"):
-        c = _chat(option)
+        d, c = _templates(option)
         c.bos_token = tok.bos_token
-        assert render_prompt(ROW, c, tok) == render_prompt(ROW, c), option
-    c = _chat("gemma")
+        assert render_prompt(ROW, d, c, tok) == render_prompt(ROW, d, c), option
+    d, c = _templates("gemma")
     c.chat = "tokenizer"
     with pytest.raises(ConfigError, match="ships no chat template"):
-        render_prompt(ROW, c, tok)
+        render_prompt(ROW, d, c, tok)
 
 
 def test_doubled_markers_of_the_seeds_are_refused() -> None:
-    gemma = _chat("gemma")
-    gemma.template = SEED_GSM8K_TEMPLATE
-    prompt = render_prompt(ROW, gemma)
+    seed, gemma = _templates("gemma")
+    seed.template = SEED_GSM8K_TEMPLATE
+    prompt = render_prompt(ROW, seed, gemma)
     assert "<start_of_turn>user\n<start_of_turn>user" in prompt
-    problems = doubled_markers(ROW, gemma, prompt)
+    problems = doubled_markers(ROW, seed, gemma, prompt)
     assert any("already contains turn markers" in p for p in problems)
     assert any("appears twice in a row" in p for p in problems)
     # The gpt-oss seed: Gemma markers inside a harmony prompt.
-    harmony = _chat("harmony")
-    harmony.template = SEED_GSM8K_TEMPLATE
-    assert doubled_markers(ROW, harmony, render_prompt(ROW, harmony))
+    harmony = _templates("harmony")[1]
+    assert doubled_markers(ROW, seed, harmony, render_prompt(ROW, seed, harmony))
     # Without a chat template the seed's own markers are the only ones: accepted.
-    plain = _chat("plain")
-    plain.template = SEED_GSM8K_TEMPLATE
-    assert doubled_markers(ROW, plain, render_prompt(ROW, plain)) == []
+    plain = _templates("plain")[1]
+    assert doubled_markers(ROW, seed, plain, render_prompt(ROW, seed, plain)) == []
 
 
 class CharTokenizer:
@@ -89,16 +89,17 @@ class CharTokenizer:
 def test_long_prompts_are_filtered_and_counted() -> None:
     rows = [dict(ROW, id=str(i), question="x" * n) for i, n in enumerate((5, 50, 10, 80))]
     skipped: dict[str, int] = {}
-    kept = render_rows(rows, _chat("plain", "plain"), CharTokenizer(), max_prompt_tokens=20, skipped=skipped)
+    d, c = _templates("plain", "plain")
+    kept = render_rows(rows, d, c, CharTokenizer(), max_prompt_tokens=20, skipped=skipped)
     assert [r["id"] for r in kept] == ["0", "2"] and skipped == {"prompt_too_long": 2}
-    assert len(render_rows(rows, _chat("plain", "plain"))) == 4  # the trainer's positional form: no filter
+    assert len(render_rows(rows, d, c)) == 4  # the trainer's positional form: no filter
     s = render_splits(Splits(train=rows, eval=copy.deepcopy(rows), skipped={"missing_answer": 1}),
-                      _chat("plain", "plain"), CharTokenizer(), 20)  # fmt: skip
+                      d, c, CharTokenizer(), 20)  # fmt: skip
     assert s.skipped == {"missing_answer": 1, "prompt_too_long": 4} and len(s.train) == len(s.eval) == 2
 
 
 def test_bad_data_template_is_a_config_error() -> None:
-    c = _chat("plain")
-    c.template = "{question} {answer}"
-    with pytest.raises(ConfigError, match="chat_template.template"):
-        render_prompt(ROW, c)
+    d, c = _templates("plain")
+    d.template = "{question} {answer}"
+    with pytest.raises(ConfigError, match="data_template.template"):
+        render_prompt(ROW, d, c)
