@@ -9,6 +9,38 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 PATHWAYS_IMAGES = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways"
+# The Pathways images the gemma4-e4b seed recipe pins (MaxText run_gemma4_e4b_rl.sh): a `:latest` tag changes
+# under a sweep, so the defaults are these digests (server = resource manager and workers). Override to move on.
+SEED_SERVER_IMAGE = (
+    f"{PATHWAYS_IMAGES}/server@sha256:d03068b39a8a2fab0621086ccb7c9445ce17ad34f1520159ca4ecd395346a162"
+)
+SEED_PROXY_IMAGE = (
+    f"{PATHWAYS_IMAGES}/proxy_server@sha256:6342a3cae2818d2f887d396e9ae4156b3316f79fef186d71ff16d535b44e1724"
+)
+# XLA flags both MaxText RL seeds pass to the Pathways proxy (--custom-pathways-proxy-server-args). The seeds
+# single-quote '${XLA_FLAGS}', so xpk received the literal string and the flags never reached the proxy; here
+# each flag is one element of the proxy container's args.
+SEED_PROXY_XLA_FLAGS = (
+    "--xla_tpu_scoped_vmem_limit_kib=65536",
+    "--xla_tpu_bf16_emission_mode=NATIVE_EMISSION",
+    "--xla_tpu_enable_sparse_core_reduce_scatter_v2=true",
+    "--xla_tpu_enable_sparse_core_collective_offload_all_gather=true",
+    "--xla_tpu_enable_sparse_core_collective_offload_2d_all_gather=true",
+    "--xla_tpu_enable_sparse_core_collective_offload_3d_all_gather=true",
+    "--xla_tpu_enable_sparse_core_collective_offload_all_reduce=true",
+    "--xla_tpu_enable_sparse_core_collective_offload_reduce_scatter=true",
+    "--xla_tpu_enable_sparse_core_collective_offload_nd_reduce_scatter=true",
+    "--xla_tpu_use_single_sparse_core_for_all_gather_offload=true",
+    "--xla_tpu_use_tc_device_shape_on_sc=True",
+    "--xla_sc_disable_megacore_partitioning=True",
+    "--xla_enable_async_all_gather=true",
+    "--xla_tpu_prefer_async_allgather_to_allreduce=true",
+    "--xla_tpu_enable_latency_hiding_layer_scheduler=true",
+    "--xla_tpu_scheduler_percent_shared_memory_limit=150",
+    "--xla_tpu_enable_layer_scheduler_for_dependent_collectives=true",
+    "--xla_tpu_enable_sparse_core_collective_aggregator=true",
+)
+PLACEHOLDER_IMAGE = "rlexp:latest"  # the default when RLEXP_IMAGE is unset: fine to dry-run, not to submit
 # HF_TOKEN / WANDB_API_KEY reach pods only as secretKeyRef into this Kubernetes Secret.
 SECRET_KEYS = ("HF_TOKEN", "WANDB_API_KEY")
 
@@ -39,7 +71,7 @@ class GkeLauncherConf:
     queue: str = "multislice-queue"  # Kueue LocalQueue (label kueue.x-k8s.io/queue-name)
     priority_class: str | None = "medium"  # pod priorityClassName of the TPU workers (as xpk)
     kueue_priority_class: str | None = None  # Kueue WorkloadPriorityClass (label kueue.x-k8s.io/priority-class)
-    image: str = "${oc.env:RLEXP_IMAGE,rlexp:latest}"  # pin by digest for reproducible sweeps
+    image: str = "${oc.env:RLEXP_IMAGE,rlexp:latest}"  # pin by digest; submitting the placeholder is refused
     image_pull_policy: str = "IfNotPresent"
     service_account: str | None = None  # Kubernetes SA (Workload Identity for GCS)
     max_restarts: int = 0  # JobSet failurePolicy.maxRestarts
@@ -49,10 +81,11 @@ class GkeLauncherConf:
     secret_keys: list[str] = field(default_factory=lambda: list(SECRET_KEYS))
     env: dict[str, str] = field(default_factory=dict)  # extra plain env vars (no secrets)
     head_nodepool: str = "cpu-np"
-    pathways_version: str = "latest"  # tag of the Pathways proxy/server images
-    proxy_image: str | None = None  # null: <PATHWAYS_IMAGES>/proxy_server:<version>
-    server_image: str | None = None  # null: <PATHWAYS_IMAGES>/server:<version>
+    pathways_version: str = "latest"  # tag of the Pathways images whose key below is null
+    proxy_image: str | None = SEED_PROXY_IMAGE  # null: <PATHWAYS_IMAGES>/proxy_server:<pathways_version>
+    server_image: str | None = SEED_SERVER_IMAGE  # null: <PATHWAYS_IMAGES>/server:<pathways_version>
     worker_image: str | None = None  # null: server_image
+    proxy_xla_flags: list[str] = field(default_factory=lambda: list(SEED_PROXY_XLA_FLAGS))  # proxy args
     termination_grace_period_s: int = 60  # time for the SIGTERM checkpoint
     ttl_after_finished_s: int | None = None
     name_prefix: str | None = None  # null: derived from run_name

@@ -20,12 +20,12 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from rlexp.config.hardware import tpu_slice
-from rlexp.config.launcher import GkeLauncherConf
+from rlexp.config.launcher import PLACEHOLDER_IMAGE, GkeLauncherConf
 from rlexp.errors import ConfigError, RlexpError, user_errors_from_resolvers
 from rlexp.launch import preflight
 from rlexp.launch.check import check_jobset
-from rlexp.launch.manifest import PLACEHOLDER_ROOT, JobSpec, render
-from rlexp.launch.names import check_name, job_name, unique_names
+from rlexp.launch.manifest import PLACEHOLDER_ROOT, SPEC_HASH, JobSpec, render
+from rlexp.launch.names import check_name, jobset_name, unique_names
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +78,10 @@ def _resolve(cfg: DictConfig) -> dict:
         return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
 
 
-def prepare(jobs: Sequence[Job], conf: GkeLauncherConf) -> list[Rendered]:
-    """Checks, names and manifests for every job; raises on the first problem, before any submission."""
+def prepare(jobs: Sequence[Job], conf: GkeLauncherConf, *, single: bool = False) -> list[Rendered]:
+    """Checks, names and manifests for every job; raises on the first problem, before any submission.
+
+    `single`: a run without -m, whose valid run_name becomes the JobSet name as is (rlexp.launch.names)."""
     from rlexp.config.load import to_config
 
     if not conf.dry_run and not conf.output_root:
@@ -92,6 +94,13 @@ def prepare(jobs: Sequence[Job], conf: GkeLauncherConf) -> list[Rendered]:
         raise ConfigError(
             "hydra.launcher.output_root", conf.output_root, "use a bucket URL the pods can write, gs://..."
         )
+    if not conf.dry_run and conf.image == PLACEHOLDER_IMAGE:
+        raise ConfigError(
+            "hydra.launcher.image",
+            conf.image,
+            "the placeholder no node can pull: push the image (Dockerfile) and set hydra.launcher.image="
+            "<registry>/rlexp@sha256:... (or env RLEXP_IMAGE)",
+        )
     root = (conf.output_root or PLACEHOLDER_ROOT).rstrip("/")
     shared = preflight.SharedChecks(allow_downloads=False)
     out: list[Rendered] = []
@@ -103,7 +112,7 @@ def prepare(jobs: Sequence[Job], conf: GkeLauncherConf) -> list[Rendered]:
             if conf.preflight:
                 shared.run_once(typed, job.cfg, job.out_dir)
             tpu = tpu_slice(typed.slice.name, typed.slice.topology)
-            name = job_name(typed.run_name, job.overrides, conf.name_prefix)
+            name = jobset_name(typed.run_name, job.overrides, conf.name_prefix, single=single and len(jobs) == 1)
             check_name(name)
             output_dir = typed.output_dir or f"{root}/{name}"
             if "://" not in output_dir:
@@ -165,10 +174,10 @@ def _write_job_files(r: Rendered, conf: GkeLauncherConf, state: str, context: st
     return path
 
 
-def run_jobs(jobs: Sequence[Job], conf: GkeLauncherConf) -> list[Any]:
+def run_jobs(jobs: Sequence[Job], conf: GkeLauncherConf, *, single: bool = False) -> list[Any]:
     """Prepare every job, then write (dry run) or submit them; returns one Hydra JobReturn per job."""
     t0 = time.perf_counter()
-    rendered = prepare(jobs, conf)
+    rendered = prepare(jobs, conf, single=single)
     if conf.dry_run:
         for r in rendered:
             path = _write_job_files(r, conf, "dry-run", conf.context)
@@ -179,6 +188,7 @@ def run_jobs(jobs: Sequence[Job], conf: GkeLauncherConf) -> list[Any]:
     from rlexp.launch.k8s import connect
 
     cluster = connect(conf.context)
+    refuse_taken_names(cluster, rendered, conf)
     states, earlier = {}, {}
     for r in rendered:
         value = _completed_earlier(r)
@@ -201,6 +211,26 @@ def run_jobs(jobs: Sequence[Job], conf: GkeLauncherConf) -> list[Any]:
         results = dict(zip([r.name for r in pending], wait_all(cluster, pending, conf), strict=True))
     results.update({r.name: _job_return(r, "COMPLETED", earlier[r.name]) for r in rendered if r.name in earlier})
     return [results[r.name] for r in rendered]
+
+
+def refuse_taken_names(cluster: Any, rendered: Sequence[Rendered], conf: GkeLauncherConf) -> None:
+    """Before anything is submitted: a JobSet that already has a job's name must run the same manifest.
+
+    The same command again finds its JobSets and does not duplicate them; another config under a taken name
+    (e.g. a verbatim run_name reused with a new learning rate) would be silently dropped, so it is refused."""
+    existing = cluster.list_jobsets(conf.namespace, "app.kubernetes.io/managed-by=rlexp")
+    for r in rendered:
+        other = existing.get(r.name)
+        if other is None:
+            continue
+        theirs = ((other.get("metadata") or {}).get("annotations") or {}).get(SPEC_HASH)
+        if theirs != r.manifest["metadata"]["annotations"][SPEC_HASH]:
+            raise ConfigError(
+                "run_name",
+                r.typed.run_name,
+                f"JobSet {r.name} already exists in {cluster.context}/{conf.namespace} with another config; "
+                f"choose another run_name, or cancel it first: python -m rlexp.jobs cancel {r.name}",
+            )
 
 
 def _completed_earlier(r: Rendered) -> float | None:
@@ -314,7 +344,7 @@ def launch_single(cfg: DictConfig) -> Any:
     hc = HydraConfig.get()
     conf = settings(hc.launcher)
     job = Job(0, list(hc.overrides.task), cfg, OmegaConf.create({"hydra": hc}), Path(hc.runtime.output_dir))
-    (ret,) = run_jobs([job], conf)
+    (ret,) = run_jobs([job], conf, single=True)
     if ret.status.name == "FAILED":
         raise RlexpError(str(ret._return_value))
     sys.stdout.flush()

@@ -104,6 +104,20 @@ class Cluster:
         except ApiException:
             return None
 
+    def list_jobsets(self, namespace: str, label_selector: str = "") -> dict[str, dict]:
+        """The JobSets of a namespace (those matching `label_selector`), by name."""
+        from kubernetes.client.exceptions import ApiException
+
+        what = f"list jobsets in {namespace}"
+        try:
+            out = self._call(
+                what, self.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL,
+                label_selector=label_selector,
+            )  # fmt: skip
+        except ApiException as err:  # 404: the JobSet CRD is not installed in this cluster
+            raise self._fail(err, what) from None
+        return {o["metadata"]["name"]: o for o in out.get("items") or []}
+
     def delete_jobset(self, name: str, namespace: str) -> bool:
         from kubernetes.client.exceptions import ApiException
 

@@ -7,10 +7,14 @@ pool (proxy and resource manager as native sidecars, the rlexp container as the 
 
 from __future__ import annotations
 
+import copy
+import hashlib
+import json
 from dataclasses import dataclass, field
 
 from rlexp.config.hardware import TpuSlice
 from rlexp.config.launcher import PATHWAYS_IMAGES, GkeLauncherConf
+from rlexp.errors import ConfigError
 from rlexp.train.distributed import IN_CLUSTER_ENV
 
 API_VERSION = "jobset.x-k8s.io/v1alpha2"
@@ -23,6 +27,7 @@ PROXY_PORT, RM_PORT, WORKER_PORT = 29000, 29001, 29005
 JAX_COORDINATOR_PORT = 8476
 EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 COORDINATOR_LABEL = "jobset.sigs.k8s.io/coordinator"
+SPEC_HASH = "rlexp.dev/spec-hash"
 # Exit codes that restart the JobSet (preemption 143, SIGKILL 137, 42 = asked to restart); others fail it.
 RESTART_EXIT_CODES = [42, *range(127, 256)]
 
@@ -88,7 +93,10 @@ def _rlexp_container(spec: JobSpec, conf: GkeLauncherConf, env: list[dict], reso
 def _metadata(spec: JobSpec, conf: GkeLauncherConf) -> dict:
     labels = {
         "kueue.x-k8s.io/queue-name": conf.queue,
+        # both tools' workload labels: `kubectl get jobset -l gcluster.google.com/workload=<name>` (the seeds'
+        # monitoring command) and xpk's finds it
         "xpk.google.com/workload": spec.name,
+        "gcluster.google.com/workload": spec.name,
         "app.kubernetes.io/managed-by": "rlexp",
         **spec.labels,
     }
@@ -126,6 +134,20 @@ def _images(conf: GkeLauncherConf) -> tuple[str, str, str]:
     return proxy, server, conf.worker_image or server
 
 
+def proxy_flags(conf: GkeLauncherConf) -> list[str]:
+    """`hydra.launcher.proxy_xla_flags` as proxy args: one `--flag=value` per element (a leading `--` is added)."""
+    out = []
+    for flag in conf.proxy_xla_flags:
+        text = str(flag).strip()
+        if not text or any(c.isspace() for c in text) or "$(" in text:
+            # xpk split such strings on spaces; here one element is one argument, so a space is a mistake
+            raise ConfigError(
+                "hydra.launcher.proxy_xla_flags", flag, "give one flag per list element, e.g. [--xla_foo=1, --xla_bar=2]"
+            )
+        out.append(text if text.startswith("--") else f"--{text}")
+    return out
+
+
 def render_pathways(spec: JobSpec, conf: GkeLauncherConf) -> dict:
     """Single-controller JAX through Pathways: the rlexp container on the CPU head drives every TPU VM."""
     proxy_image, server_image, worker_image = _images(conf)
@@ -136,7 +158,7 @@ def render_pathways(spec: JobSpec, conf: GkeLauncherConf) -> dict:
         "name": "pathways-proxy",
         "image": proxy_image,
         "restartPolicy": "Always",  # native sidecar: starts before and outlives nothing but the main container
-        "args": [f"--server_port={PROXY_PORT}", rm_address, scratch],
+        "args": [f"--server_port={PROXY_PORT}", rm_address, scratch, *proxy_flags(conf)],
         "env": [head_env, {"name": "IFRT_PROXY_USE_INSECURE_GRPC_CREDENTIALS", "value": "true"}],
         "ports": [{"containerPort": PROXY_PORT}],
         "resources": {"limits": {"cpu": "16", "memory": "100G"}},
@@ -338,5 +360,15 @@ def scratch_location(conf: GkeLauncherConf) -> str:
 PLACEHOLDER_ROOT = "gs://your-bucket/rlexp"  # dry runs without hydra.launcher.output_root
 
 
+def spec_hash(jobset: dict) -> str:
+    """A fingerprint of everything the JobSet runs (its manifest without this annotation)."""
+    body = copy.deepcopy(jobset)
+    body["metadata"].get("annotations", {}).pop(SPEC_HASH, None)
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def render(spec: JobSpec, conf: GkeLauncherConf) -> dict:
-    return render_pathways(spec, conf) if conf.pathways else render_multicontroller(spec, conf)
+    """The JobSet of one job, annotated with its `spec_hash`: a resubmission under a taken name compares it."""
+    jobset = render_pathways(spec, conf) if conf.pathways else render_multicontroller(spec, conf)
+    jobset["metadata"].setdefault("annotations", {})[SPEC_HASH] = spec_hash(jobset)
+    return jobset

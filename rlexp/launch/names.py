@@ -3,6 +3,7 @@
 Pathways puts the name twice into the coordinator label (`<name>-pathways-head-0-0.<name>`, at most 63
 characters), which caps it at 22. A readable prefix from the run name plus a hash of the overrides keeps names
 unique within a sweep and stable across re-submissions, so resubmitting a sweep finds the JobSets it created.
+A single run whose run_name is a valid name uses it as is (`jobset_name`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,15 @@ def job_name(run_name: str, overrides: Sequence[str], prefix: str | None = None)
     digest = hashlib.sha256(key.encode()).hexdigest()[:HASH_CHARS]
     head = dns_prefix(prefix or run_name, MAX_NAME - HASH_CHARS - 1)
     return f"{head}-{digest}"
+
+
+def jobset_name(run_name: str, overrides: Sequence[str], prefix: str | None = None, *, single: bool = False) -> str:
+    """A single run whose run_name is already a valid JobSet name keeps it verbatim, so the seeds' monitoring
+    commands (`kubectl get jobset -l gcluster.google.com/workload=<run_name>`) find it; a sweep's jobs (and a
+    run with `name_prefix` or a run name that is not a DNS name) get `job_name`'s unique hash suffix."""
+    if single and prefix is None and len(run_name) <= MAX_NAME and DNS_1035.match(run_name):
+        return run_name
+    return job_name(run_name, overrides, prefix)
 
 
 def check_name(name: str) -> None:

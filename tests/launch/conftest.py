@@ -10,6 +10,8 @@ import pytest
 
 from tests.launch.fake_apiserver import FakeApiServer
 
+TEST_IMAGE = "us-docker.pkg.dev/test-project/rlexp/rlexp@sha256:" + "0" * 64
+
 
 @pytest.fixture
 def make_launcher() -> Iterator[object]:
@@ -42,9 +44,11 @@ def make_launcher() -> Iterator[object]:
 
 @pytest.fixture
 def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeApiServer]:
-    """A loopback API server; KUBECONFIG points at it (context `loopback`)."""
+    """A loopback API server; KUBECONFIG points at it (context `loopback`); RLEXP_IMAGE names a pushed image
+    (submitting the placeholder rlexp:latest is refused)."""
     with FakeApiServer() as server:
         monkeypatch.setenv("KUBECONFIG", str(server.kubeconfig(tmp_path / "kubeconfig")))
+        monkeypatch.setenv("RLEXP_IMAGE", TEST_IMAGE)
         monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
         yield server
 

@@ -30,6 +30,16 @@ def _status(code: int, reason: str, message: str) -> dict:
     }
 
 
+def _selector(query: dict) -> dict[str, str]:
+    """An equality-based label selector (`a=b,c=d`), as kubectl -l sends it."""
+    return dict(kv.split("=", 1) for kv in query.get("labelSelector", [""])[0].split(",") if kv)
+
+
+def _matches(obj: dict, selector: dict[str, str]) -> bool:
+    labels = obj["metadata"].get("labels") or {}
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
 class FakeApiServer:
     def __init__(self) -> None:
         self.jobsets: dict[tuple[str, str], dict] = {}
@@ -122,7 +132,8 @@ class FakeApiServer:
                 self._create_pods(ns, obj)
                 return 201, obj
             if name is None and method == "GET":
-                items = [o for (n, _), o in self.jobsets.items() if n == ns]
+                sel = _selector(query)
+                items = [o for (n, _), o in self.jobsets.items() if n == ns and _matches(o, sel)]
                 return 200, {
                     "apiVersion": "jobset.x-k8s.io/v1alpha2",
                     "kind": "JobSetList",
@@ -148,12 +159,8 @@ class FakeApiServer:
                 if (ns, pod) not in self.pods:
                     return 404, _status(404, "NotFound", f'pods "{pod}" not found')
                 return 200, self.logs.get(pod, "")
-            sel = dict(kv.split("=", 1) for kv in query.get("labelSelector", [""])[0].split(",") if kv)
-            items = [
-                p
-                for (n, _), p in self.pods.items()
-                if n == ns and all(p["metadata"]["labels"].get(k) == v for k, v in sel.items())
-            ]
+            sel = _selector(query)
+            items = [p for (n, _), p in self.pods.items() if n == ns and _matches(p, sel)]
             return 200, {"apiVersion": "v1", "kind": "PodList", "items": items, "metadata": {}}
         return 404, _status(404, "NotFound", f"no route for {method} {path}")
 

@@ -12,10 +12,15 @@ import pytest
 
 from rlexp.errors import RlexpError
 from rlexp.jobs import main as jobs_main
-from tests.launch.conftest import run_cli
+from tests.launch.conftest import TEST_IMAGE, run_cli
 from tests.launch.fake_apiserver import FakeApiServer
 
-SUBMIT = ["model=gemma4_e4b", "slice=v6e-32", "hydra.launcher.output_root=gs://bucket/rlexp"]
+SUBMIT = [
+    "model=gemma4_e4b",
+    "slice=v6e-32",
+    "hydra.launcher.output_root=gs://bucket/rlexp",
+    f"hydra.launcher.image={TEST_IMAGE}",  # submitting the placeholder rlexp:latest is refused
+]
 
 
 def _submit(monkeypatch: pytest.MonkeyPatch, run_dir: Path, *extra: str) -> int:

@@ -1,0 +1,145 @@
+"""The seeds' launch settings through the user's command: JobSet names and labels their monitoring commands
+find, a taken name refused for another config, pinned Pathways images, proxy XLA flags, the placeholder image.
+
+Submissions go to the loopback API server (tests/launch/fake_apiserver.py); the seeds' `kubectl get ... -l`
+commands are replayed with the same label selectors through the `kubernetes` client.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rlexp.config.launcher import SEED_PROXY_IMAGE, SEED_PROXY_XLA_FLAGS, SEED_SERVER_IMAGE
+from rlexp.launch.names import jobset_name
+from tests.launch.conftest import TEST_IMAGE, run_cli
+from tests.launch.fake_apiserver import FakeApiServer
+
+ROOT = "hydra.launcher.output_root=gs://bucket/rlexp"
+OMI2 = ["experiment=gemma4_e4b_omi2", "run_name=omi2-r1", ROOT]
+
+
+def _kubectl_get(api: FakeApiServer, what: str, selector: str) -> list[str]:
+    """`kubectl get jobset|pods -l <selector>`: the names the API server returns for that label selector."""
+    from kubernetes import client, config
+
+    api_client = config.new_client_from_config(str(Path(__import__("os").environ["KUBECONFIG"])))
+    if what == "jobset":
+        out = client.CustomObjectsApi(api_client).list_namespaced_custom_object(
+            "jobset.x-k8s.io", "v1alpha2", "default", "jobsets", label_selector=selector
+        )
+        return sorted(o["metadata"]["name"] for o in out["items"])
+    pods = client.CoreV1Api(api_client).list_namespaced_pod("default", label_selector=selector)
+    return sorted(p.metadata.name for p in pods.items)
+
+
+def _head(js: dict) -> dict:
+    return js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+
+
+def test_seed_monitoring_commands_find_the_run_and_a_taken_name_is_refused(
+    api: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    assert run_cli(monkeypatch, *OMI2, f"hydra.run.dir={tmp_path / 'a'}") == 0
+    assert list(api.jobsets) == [("default", "omi2-r1")]  # the run name, verbatim
+    labels = api.jobsets[("default", "omi2-r1")]["metadata"]["labels"]
+    assert labels["xpk.google.com/workload"] == labels["gcluster.google.com/workload"] == "omi2-r1"
+    assert _kubectl_get(api, "jobset", "gcluster.google.com/workload=omi2-r1") == ["omi2-r1"]
+    assert _kubectl_get(api, "jobset", "gcluster.google.com/workload=other") == []
+    pods = _kubectl_get(api, "pods", "jobset.sigs.k8s.io/jobset-name=omi2-r1")
+    assert len(pods) == 9 and pods[0].startswith("omi2-r1-pathways-head-0-0")  # head + 8 v6e-32 workers
+    capsys.readouterr()
+
+    # the same command again: the existing JobSet, not a duplicate
+    assert run_cli(monkeypatch, *OMI2, f"hydra.run.dir={tmp_path / 'b'}") == 0
+    assert "omi2-r1 already exists (submitted before; not duplicated)" in capsys.readouterr().out
+
+    # another config under the taken name: one line, nothing submitted
+    posts = sum(m == "POST" for m, _ in api.requests)
+    assert run_cli(monkeypatch, *OMI2, "trainer.learning_rate=2e-6", f"hydra.run.dir={tmp_path / 'c'}") == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("rlexp: error: run_name='omi2-r1': JobSet omi2-r1 already exists in loopback/default")
+    assert "another config" in err and "rlexp.jobs cancel omi2-r1" in err
+    assert sum(m == "POST" for m, _ in api.requests) == posts
+    assert api.jobsets[("default", "omi2-r1")]["metadata"]["annotations"]["rlexp.dev/spec-hash"]
+
+
+def test_a_sweep_keeps_unique_suffixes(tmp_path: Path, make_launcher: object) -> None:
+    launcher = make_launcher(tmp_path, *OMI2, "hydra.launcher.dry_run=true")  # type: ignore[operator]
+    jobs = [["experiment=gemma4_e4b_omi2", "run_name=omi2-r1", f"seed={s}"] for s in (0, 1)]
+    launcher.launch(jobs, initial_job_idx=0)
+    names = [yaml.safe_load((tmp_path / str(i) / "jobset.yaml").read_text())["metadata"]["name"] for i in (0, 1)]
+    assert len(set(names)) == 2 and all(n.startswith("omi2-r1-") and len(n) <= 22 for n in names)
+
+
+@pytest.mark.parametrize(
+    ("run_name", "verbatim"),
+    [("omi2-r1", True), ("a" * 22, True), ("a" * 23, False), ("gemma4_e4b-arith-grpo", False), ("1run", False)],
+)
+def test_only_valid_names_are_used_verbatim(run_name: str, verbatim: bool) -> None:
+    name = jobset_name(run_name, ["seed=1"], single=True)
+    assert (name == run_name) is verbatim and len(name) <= 22
+    assert jobset_name(run_name, ["seed=1"], single=False) != run_name  # a sweep's job
+    assert jobset_name(run_name, ["seed=1"], "team", single=True).startswith("team-")  # name_prefix wins
+
+
+def test_pathways_images_pinned_and_proxy_flags_reach_the_proxy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    assert run_cli(monkeypatch, *OMI2, "hydra.launcher.dry_run=true", f"hydra.run.dir={tmp_path / 'a'}") == 0
+    head = _head(yaml.safe_load((tmp_path / "a" / "jobset.yaml").read_text()))
+    sidecars = {c["name"]: c for c in head["initContainers"]}
+    js = yaml.safe_load((tmp_path / "a" / "jobset.yaml").read_text())
+    (worker,) = js["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]["containers"]
+    assert sidecars["pathways-proxy"]["image"] == SEED_PROXY_IMAGE and "@sha256:6342a3ca" in SEED_PROXY_IMAGE
+    assert sidecars["pathways-rm"]["image"] == worker["image"] == SEED_SERVER_IMAGE
+    assert "@sha256:d03068b3" in SEED_SERVER_IMAGE
+    proxy_args = sidecars["pathways-proxy"]["args"]
+    assert proxy_args[3:] == list(SEED_PROXY_XLA_FLAGS)  # one element per flag, after port, RM and scratch
+    assert "--xla_tpu_scoped_vmem_limit_kib=65536" in proxy_args
+
+    over = [
+        "hydra.launcher.server_image=registry.example/pw/server:jax-0.10",
+        "hydra.launcher.proxy_image=null",
+        "hydra.launcher.pathways_version=v2",
+        'hydra.launcher.proxy_xla_flags=["xla_tpu_dvfs_p_state=7","--xla_tpu_pcie_bandwidth_multiplier=0.03"]',
+    ]
+    assert run_cli(monkeypatch, *OMI2, "hydra.launcher.dry_run=true", *over, f"hydra.run.dir={tmp_path / 'b'}") == 0
+    js = yaml.safe_load((tmp_path / "b" / "jobset.yaml").read_text())
+    sidecars = {c["name"]: c for c in _head(js)["initContainers"]}
+    (worker,) = js["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]["containers"]
+    assert sidecars["pathways-proxy"]["image"] == "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server:v2"
+    assert sidecars["pathways-rm"]["image"] == worker["image"] == "registry.example/pw/server:jax-0.10"
+    assert sidecars["pathways-proxy"]["args"][3:] == [
+        "--xla_tpu_dvfs_p_state=7",
+        "--xla_tpu_pcie_bandwidth_multiplier=0.03",
+    ]
+
+
+def test_a_flag_string_with_spaces_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    flags = "hydra.launcher.proxy_xla_flags=['--xla_a=1 --xla_b=2']"  # the seeds' one-string form
+    assert run_cli(monkeypatch, *OMI2, "hydra.launcher.dry_run=true", flags, f"hydra.run.dir={tmp_path}") == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("rlexp: error: hydra.launcher.proxy_xla_flags=")
+    assert not (tmp_path / "jobset.yaml").exists()
+
+
+def test_submitting_the_placeholder_image_is_refused(
+    api: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    monkeypatch.delenv("RLEXP_IMAGE", raising=False)
+    assert run_cli(monkeypatch, *OMI2, f"hydra.run.dir={tmp_path / 'a'}") == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert err.startswith("rlexp: error: hydra.launcher.image='rlexp:latest': the placeholder")
+    assert not api.requests  # refused before the cluster is contacted
+    # a dry run may use it; a pushed image may be submitted
+    assert run_cli(monkeypatch, *OMI2, "hydra.launcher.dry_run=true", f"hydra.run.dir={tmp_path / 'b'}") == 0
+    assert run_cli(monkeypatch, *OMI2, f"hydra.launcher.image={TEST_IMAGE}", f"hydra.run.dir={tmp_path / 'c'}") == 0
+    assert _head(api.jobsets[("default", "omi2-r1")])["containers"][0]["image"] == TEST_IMAGE
