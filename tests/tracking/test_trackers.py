@@ -105,3 +105,30 @@ def test_tensorboard_scalars_keep_metric_names(tmp_path: Path) -> None:
     events.Reload()
     assert set(events.Tags()["scalars"]) == {*METRICS, "objective"}
     assert [e.step for e in events.Scalars("kl")] == [1, 2]
+
+
+def test_tensorboard_event_files_go_to_a_remote_run_dir(tmp_path: Path) -> None:
+    """A gs:// run dir (here fsspec's memory://) receives the event files, not a pod-local folder."""
+    import fsspec
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    run_dir = "memory://bucket/runs/tb-remote"
+    fs = fsspec.filesystem("memory")
+    tracker = make_tracker(compose_conf(["logger=tensorboard"]), run_dir, {})
+    tracker.log(1, METRICS)
+    (event,) = fs.glob("/bucket/runs/tb-remote/tensorboard/events.out.tfevents.*")
+    deadline = time.time() + 30  # the writer thread uploads within REMOTE_FLUSH_S of new data
+    while b"rewards/sum" not in fs.cat(event) and time.time() < deadline:
+        time.sleep(0.2)
+    assert b"rewards/sum" in fs.cat(event)  # written out during the run, not only at its end (preemption)
+    tracker.log(2, METRICS)
+    tracker.finish({"objective": {"name": "eval.after.pass_at_1", "value": 0.5}, "train": {"steps": 2}}, 0)
+    local = tmp_path / "copy"
+    local.mkdir()
+    (local / event.rsplit("/", 1)[1]).write_bytes(fs.cat(event))
+    events = EventAccumulator(str(local), size_guidance={"scalars": 0})
+    events.Reload()
+    assert set(events.Tags()["scalars"]) == {*METRICS, "objective"}
+    assert [e.step for e in events.Scalars("kl")] == [1, 2]
+    assert not list(Path.cwd().glob("**/tensorboard/events.out.tfevents.*"))  # nothing local
+    fs.rm("/bucket", recursive=True)
