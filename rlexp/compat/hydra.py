@@ -5,6 +5,8 @@
 - `apply_value_overrides` and `overrides_dirname`: the launcher composes a sweep's value-only jobs once
   and applies each job's leaf overrides exactly as Hydra's config loader does after composing.
 - `split_basic_sweep`: the job list the basic sweeper will run, to write sweep.json before the first job.
+- `basic_sweeper_class`: rlexp's sweeper (`hydra/sweeper=rlexp`) is Hydra's basic sweeper with a faster batch
+  validation; Hydra exports the class only from its internal package.
 """
 
 from __future__ import annotations
@@ -59,3 +61,10 @@ def split_basic_sweep(parsed: Sequence[Any]) -> list[list[str]]:
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 
     return BasicSweeper.split_arguments(list(parsed), None)[0]
+
+
+def basic_sweeper_class() -> type:
+    """Hydra's BasicSweeper class (`hydra/sweeper=basic`)."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
+    return BasicSweeper

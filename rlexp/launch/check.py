@@ -13,6 +13,7 @@ import gzip
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 from rlexp.config.hardware import TpuSlice
 from rlexp.config.launcher import SECRET_KEYS
@@ -54,12 +55,81 @@ def _validator() -> object:
     return cls(strict)
 
 
+# Schema keywords whose outcome depends only on a node's keys, list lengths and value types (the manifest's
+# shape) or that jsonschema does not assert (annotations; `format` without a format checker; x-kubernetes-*).
+_SHAPE_KEYWORDS = {"type", "properties", "required", "items", "additionalProperties", "maxItems", "minItems"}
+_SHAPE_KEYWORDS |= {"maxProperties", "minProperties", "description", "title", "default", "format", "nullable"}
+
+
+class _ShapeCache:
+    """CRD-schema validation of a sweep's manifests in the time of a few leaves each.
+
+    The jobs of a sweep render manifests of one shape (keys, list lengths, value types) that differ in a few
+    strings (name, args, output dir). Once a manifest of a shape passed the full validation, another of that
+    shape is valid when each subtree where they differ is: walking down from the root through schema nodes
+    that only constrain shape, every differing subtree is validated against its own schema by the same
+    validator. Anything else (a new shape, a schema node with value keywords above a difference, a failed
+    subtree) takes the full validation, which also words the errors."""
+
+    def __init__(self) -> None:
+        self.valid: dict[Any, Any] = {}  # shape -> a manifest of that shape that passed the full validation
+        self.subvalidators: dict[int, Any] = {}
+
+    def is_valid(self, jobset: dict) -> bool:
+        ref = self.valid.get(_shape(jobset)) if _decomposable() else None
+        return ref is not None and self._same_outcome(ref, jobset, _validator().schema)  # type: ignore[attr-defined]
+
+    def remember(self, jobset: dict) -> None:
+        if len(self.valid) < 64:
+            self.valid[_shape(jobset)] = json.loads(json.dumps(jobset))  # a copy: callers own their manifest
+
+    def _same_outcome(self, ref: Any, new: Any, schema: Any) -> bool:
+        if ref == new or schema is True or schema == {}:
+            return True
+        plain = isinstance(schema, dict) and all(k in _SHAPE_KEYWORDS or k.startswith("x-kubernetes-") for k in schema)
+        if plain and isinstance(new, dict):
+            props, extra = schema.get("properties", {}), schema.get("additionalProperties", True)
+            for key, value in new.items():
+                sub = props[key] if key in props else extra
+                if value != ref[key] and not isinstance(sub, bool) and not self._same_outcome(ref[key], value, sub):
+                    return False  # (a key the schema forbids or allows without a schema is part of the shape)
+            return True
+        if plain and isinstance(new, list) and isinstance(schema.get("items", {}), dict):
+            items = schema.get("items", {})
+            return all(r == v or self._same_outcome(r, v, items) for r, v in zip(ref, new, strict=True))
+        sub_validator = self.subvalidators.get(id(schema))
+        if sub_validator is None:
+            sub_validator = self.subvalidators[id(schema)] = _validator().evolve(schema=schema)  # type: ignore[attr-defined]
+        return bool(sub_validator.is_valid(new))
+
+
+@functools.cache
+def _decomposable() -> bool:
+    """False when formats are asserted or references resolve against the root: subtrees do not validate alone."""
+    validator = _validator()
+    return getattr(validator, "format_checker", None) is None and '"$ref"' not in json.dumps(validator.schema)  # type: ignore[attr-defined]
+
+
+def _shape(node: Any) -> Any:
+    if isinstance(node, dict):
+        return tuple((k, _shape(v)) for k, v in node.items())
+    if isinstance(node, list):
+        return ("[", *(_shape(v) for v in node))
+    return type(node)
+
+
+_SHAPES = _ShapeCache()
+
+
 def schema_errors(jobset: dict) -> list[str]:
     """Every CRD-schema violation, as `path: message`."""
     errors = []
-    for e in _validator().iter_errors(jobset):  # type: ignore[attr-defined]
-        path = ".".join(str(p) for p in e.absolute_path) or "<root>"
-        errors.append(f"{path}: {e.message}")
+    if not _SHAPES.is_valid(jobset):
+        for e in _validator().iter_errors(jobset):  # type: ignore[attr-defined]
+            path = ".".join(str(p) for p in e.absolute_path) or "<root>"
+            errors.append(f"{path}: {e.message}")
+        if not errors:
+            _SHAPES.remember(jobset)
     extra = set(jobset.get("metadata", {})) - METADATA_KEYS
     if extra:
         errors.append(f"metadata: unexpected fields {sorted(extra)}")

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from hydra.core.utils import JobReturn
 from omegaconf import DictConfig, OmegaConf
 
 from rlexp.config.hardware import tpu_slice
@@ -37,17 +38,53 @@ class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[mi
         return True
 
 
-@dataclass
 class Job:
-    """One composed job: its overrides, task config (no `hydra` node), Hydra config and output dir."""
+    """One job: number, overrides, output dir, and its config as a DictConfig (`cfg`, no `hydra` node), plain
+    dicts (`raw` keeps interpolations, `resolved` resolves them) and Hydra node (`hydra_cfg`).
 
-    idx: int
-    overrides: list[str]
-    cfg: DictConfig
-    hydra_cfg: DictConfig
-    out_dir: Path
-    raw: dict | None = None  # cfg as plain dicts (interpolations kept / resolved), when the composer has them
-    resolved: dict | None = None
+    A sweep's jobs come from rlexp.launch.compose, which builds each form on first use: a dry run of a
+    thousand jobs reads only the dicts, never a per-job DictConfig."""
+
+    def __init__(
+        self,
+        idx: int,
+        overrides: list[str],
+        out_dir: Path,
+        *,
+        cfg: DictConfig | None = None,
+        hydra_cfg: DictConfig | None = None,
+        composed: Any = None,
+    ) -> None:
+        self.idx, self.overrides, self.out_dir = idx, overrides, out_dir
+        self._cfg, self._hydra_cfg, self._composed = cfg, hydra_cfg, composed
+        self._resolved: dict | None = None
+
+    @property
+    def cfg(self) -> DictConfig:
+        return self._cfg if self._cfg is not None else self._composed.task
+
+    @property
+    def hydra_cfg(self) -> DictConfig:
+        return self._hydra_cfg if self._hydra_cfg is not None else self._composed.hydra
+
+    @property
+    def raw(self) -> dict:
+        if self._composed is not None:
+            return self._composed.raw  # type: ignore[no-any-return]
+        return OmegaConf.to_container(self.cfg, resolve=False)  # type: ignore[return-value]
+
+    @property
+    def resolved(self) -> dict:
+        if self._resolved is None:
+            with user_errors_from_resolvers():
+                self._resolved = self._composed.resolved if self._composed is not None else _resolve(self.cfg)
+        return self._resolved
+
+    @property
+    def task_name(self) -> str:
+        if self._composed is not None:
+            return str(self._composed.name)
+        return str(self.hydra_cfg.hydra.job.name) if "hydra" in self.hydra_cfg else "rlexp"
 
 
 @dataclass
@@ -106,11 +143,11 @@ def prepare(jobs: Sequence[Job], conf: GkeLauncherConf, *, single: bool = False)
     out: list[Rendered] = []
     for job in jobs:
         try:
-            resolved = job.resolved if job.resolved is not None else _resolve(job.cfg)
+            resolved = job.resolved
             typed = to_config(resolved)
             preflight.check_job(typed, conf.pathways)
             if conf.preflight:
-                shared.run_once(typed, job.cfg, job.out_dir)
+                shared.run_once(typed, job.raw, job.out_dir)
             tpu = tpu_slice(typed.slice.name, typed.slice.topology)
             name = jobset_name(typed.run_name, job.overrides, conf.name_prefix, single=single and len(jobs) == 1)
             check_name(name)
@@ -146,18 +183,40 @@ def prepare(jobs: Sequence[Job], conf: GkeLauncherConf, *, single: bool = False)
     return out
 
 
-def _write_job_files(r: Rendered, conf: GkeLauncherConf, state: str, context: str | None) -> Path:
+class _SectionDumps:
+    """YAML of a config's top-level sections, remembered per section object: the jobs of a sweep share the
+    sections they do not change (rlexp.launch.compose), so each distinct section is dumped once. A block
+    mapping's YAML is the concatenation of its items' YAML, so the text equals one `yaml.dump` of the whole."""
+
+    def __init__(self) -> None:
+        self.texts: dict[tuple[str, int], tuple[Any, str]] = {}  # the object is kept so its id stays unique
+
+    def dump(self, data: dict) -> str:
+        if not data:
+            return yaml.dump(data, Dumper=_Dumper, sort_keys=False)
+        parts = []
+        for key, value in data.items():
+            found = self.texts.get((key, id(value)))
+            if found is None or found[0] is not value:
+                found = self.texts[(key, id(value))] = (value, yaml.dump({key: value}, Dumper=_Dumper, sort_keys=False))
+            parts.append(found[1])
+        return "".join(parts)
+
+
+def _write_job_files(
+    r: Rendered, conf: GkeLauncherConf, state: str, context: str | None, dumps: _SectionDumps | None = None
+) -> Path:
+    dumps = dumps or _SectionDumps()
     d = r.job.out_dir
     (d / ".hydra").mkdir(parents=True, exist_ok=True)
     path = d / "jobset.yaml"
     path.write_text(yaml.dump(r.manifest, Dumper=_Dumper, sort_keys=False))
     # what the pod will compose, resolved: the audit copy of the run's config
-    (d / "config.resolved.yaml").write_text(yaml.dump(r.resolved, Dumper=_Dumper, sort_keys=False))
+    (d / "config.resolved.yaml").write_text(dumps.dump(r.resolved))
     hydra_files = d / ".hydra" / "overrides.yaml"
     if not hydra_files.exists():
         hydra_files.write_text(yaml.dump(list(r.job.overrides), Dumper=_Dumper))
-        raw = r.job.raw if r.job.raw is not None else OmegaConf.to_container(r.job.cfg, resolve=False)
-        (d / ".hydra" / "config.yaml").write_text(yaml.dump(raw, Dumper=_Dumper, sort_keys=False))
+        (d / ".hydra" / "config.yaml").write_text(dumps.dump(r.job.raw))
     record = {
         "launcher": "gke",
         "handle": r.name,
@@ -178,9 +237,10 @@ def run_jobs(jobs: Sequence[Job], conf: GkeLauncherConf, *, single: bool = False
     """Prepare every job, then write (dry run) or submit them; returns one Hydra JobReturn per job."""
     t0 = time.perf_counter()
     rendered = prepare(jobs, conf, single=single)
+    dumps = _SectionDumps()
     if conf.dry_run:
         for r in rendered:
-            path = _write_job_files(r, conf, "dry-run", conf.context)
+            path = _write_job_files(r, conf, "dry-run", conf.context, dumps)
             print(f"rlexp: dry run: {r.name} -> {path}")
         dt = time.perf_counter() - t0
         print(f"rlexp: rendered {len(rendered)} JobSet(s) in {dt:.2f}s; submit by dropping hydra.launcher.dry_run=true")
@@ -198,7 +258,7 @@ def run_jobs(jobs: Sequence[Job], conf: GkeLauncherConf, *, single: bool = False
             continue
         created = cluster.create_jobset(r.manifest)
         states[r.name] = "submitted" if created else "exists"
-        _write_job_files(r, conf, states[r.name], cluster.context)
+        _write_job_files(r, conf, states[r.name], cluster.context, dumps)
         verb = "submitted" if created else "already exists (submitted before; not duplicated)"
         print(f"rlexp: {r.name} {verb} [{cluster.context}/{conf.namespace}] -> {r.output_dir}")
     pending = [r for r in rendered if r.name not in earlier]
@@ -235,12 +295,12 @@ def refuse_taken_names(cluster: Any, rendered: Sequence[Rendered], conf: GkeLaun
 
 def _completed_earlier(r: Rendered) -> float | None:
     """With sweep.resume=true, the objective a job recorded when it completed in an earlier submission."""
-    if not OmegaConf.select(r.job.cfg, "sweep.resume", default=False):
+    if not (r.resolved.get("sweep") or {}).get("resume", False):
         return None
     from rlexp.sweep.resume import completed_objective
 
     try:
-        return completed_objective(r.output_dir, str(OmegaConf.select(r.job.cfg, "objective")))
+        return completed_objective(r.output_dir, str(r.resolved.get("objective")))
     except Exception:  # noqa: BLE001 - unreadable remote run dir (e.g. no gcsfs here): the JobSet check still dedups
         return None
 
@@ -293,22 +353,33 @@ def _objective(r: Rendered) -> Any:
         with fsspec.open(f"{r.output_dir}/summary.json") as f:
             summary = json.load(f)
         value: Any = summary
-        for part in str(r.job.cfg.get("objective", "")).split("."):
+        for part in str(r.resolved.get("objective", "")).split("."):
             value = value[part]
         return value
     except Exception:  # no gcsfs or no summary yet: return the submission record instead
         return {"jobset": r.name, "state": "Completed", "output_dir": r.output_dir}
 
 
-def _job_return(r: Rendered, status: str, value: Any) -> Any:
-    from hydra.core.utils import JobReturn, JobStatus
+class _JobReturn(JobReturn):
+    """Hydra's JobReturn whose `cfg` and `hydra_cfg` are the job's, built when first read: sweepers read only
+    the return value, and a DictConfig per job would cost more than rendering the job."""
 
-    ret = JobReturn(
+    def __init__(self, job: Job, **fields: Any) -> None:
+        self.job = job
+        super().__init__(**fields)
+
+    cfg = property(lambda self: self.job.cfg, lambda self, value: None)  # type: ignore[assignment]
+    hydra_cfg = property(lambda self: self.job.hydra_cfg, lambda self, value: None)  # type: ignore[assignment]
+
+
+def _job_return(r: Rendered, status: str, value: Any) -> Any:
+    from hydra.core.utils import JobStatus
+
+    ret = _JobReturn(
+        r.job,
         overrides=list(r.job.overrides),
-        cfg=r.job.cfg,
-        hydra_cfg=r.job.hydra_cfg,
         working_dir=str(r.job.out_dir),
-        task_name=str(r.job.hydra_cfg.hydra.job.name) if "hydra" in r.job.hydra_cfg else "rlexp",
+        task_name=r.job.task_name,
         status=JobStatus[status],
     )
     ret.return_value = value
@@ -326,13 +397,17 @@ def launch_sweep(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_
     from rlexp.launch.compose import SweepComposer
 
     HydraConfig.instance().set_config(launcher.config)  # for `${hydra:...}` in task configs
-    composer = SweepComposer(launcher.hydra_context.config_loader, launcher.config)
+    composer = getattr(launcher, "composer", None)  # rlexp's sweeper hands over what its validation composed
+    if composer is None or composer.master is not launcher.config:
+        composer = SweepComposer(launcher.hydra_context.config_loader, launcher.config)
     jobs = []
     for i, overrides in enumerate(job_overrides):
         idx = initial_job_idx + i
         with user_errors_from_resolvers():
             c = composer.compose(overrides, idx)
-        jobs.append(Job(idx, list(overrides), c.task, c.hydra, c.out_dir, c.raw, c.resolved))
+        job = Job(idx, list(overrides), c.out_dir, composed=c)
+        _ = job.resolved  # every job resolves (a resolver's error stops the sweep) before any job is checked
+        jobs.append(job)
     Path(str(launcher.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
     return run_jobs(jobs, conf)
 
@@ -343,7 +418,9 @@ def launch_single(cfg: DictConfig) -> Any:
 
     hc = HydraConfig.get()
     conf = settings(hc.launcher)
-    job = Job(0, list(hc.overrides.task), cfg, OmegaConf.create({"hydra": hc}), Path(hc.runtime.output_dir))
+    job = Job(
+        0, list(hc.overrides.task), Path(hc.runtime.output_dir), cfg=cfg, hydra_cfg=OmegaConf.create({"hydra": hc})
+    )
     (ret,) = run_jobs([job], conf, single=True)
     if ret.status.name == "FAILED":
         raise RlexpError(str(ret._return_value))

@@ -16,6 +16,8 @@ import yaml
 from rlexp import storage
 from rlexp.sweep import manifest as mf
 
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 
 @dataclass
 class Run:
@@ -24,7 +26,7 @@ class Run:
     overrides: list[str] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
     rows: list[dict[str, Any]] = field(default_factory=list)
-    config: dict[str, Any] = field(default_factory=dict)  # .hydra/config.yaml when present
+    config: dict[str, Any] = field(default_factory=dict)  # .hydra/config.yaml of a run with metrics
     state: str = "pending"
     objective: float | None = None
     num: int | None = None
@@ -78,18 +80,28 @@ def _finite(value: Any) -> float | None:
     return v if math.isfinite(v) else None
 
 
+def _yaml(path: str) -> Any:
+    """A YAML file's data (None when absent or empty), parsed by libyaml when PyYAML has it: a report over a
+    1,000-job sweep reads a thousand of these files."""
+    text = storage.read_text(path)
+    return yaml.load(text, Loader=_LOADER) if text else None
+
+
 def load_run(run_dir: str, *, objective: str, name: str | None = None) -> Run:
-    overrides = yaml.safe_load(storage.read_text(storage.join(run_dir, ".hydra", "overrides.yaml")) or "[]") or []
-    config = yaml.safe_load(storage.read_text(storage.join(run_dir, ".hydra", "config.yaml")) or "{}") or {}
+    """One run dir; its config (.hydra/config.yaml) is read only when it logged metrics, which is all the report
+    analyses with it (a dry-run sweep's jobs have none)."""
+    overrides = _yaml(storage.join(run_dir, ".hydra", "overrides.yaml")) or []
     summary = storage.read_json(storage.join(run_dir, "summary.json")) or {}
     if not overrides and isinstance(summary.get("overrides"), list):
         overrides = summary["overrides"]
+    rows = storage.read_jsonl(storage.join(run_dir, "metrics.jsonl"))
+    config = (_yaml(storage.join(run_dir, ".hydra", "config.yaml")) or {}) if rows else {}
     run = Run(
         name=name or summary.get("run_name") or str(run_dir).rstrip("/").rsplit("/", 1)[-1],
         dir=str(run_dir),
         overrides=[str(o) for o in overrides],
         summary=summary if isinstance(summary, dict) else {},
-        rows=storage.read_jsonl(storage.join(run_dir, "metrics.jsonl")),
+        rows=rows,
         config=config if isinstance(config, dict) else {},
     )
     found = mf.read_job_files(run_dir, objective)

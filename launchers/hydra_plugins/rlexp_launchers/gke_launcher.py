@@ -21,6 +21,7 @@ class GkeLauncher(Launcher):
         self.config: DictConfig | None = None
         self.hydra_context: HydraContext | None = None
         self.task_function: TaskFunction | None = None
+        self.composer: Any = None  # rlexp's sweeper sets its SweepComposer: jobs its batch validation composed
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         self.config = config

@@ -1,0 +1,195 @@
+"""Sweep fan-out: rlexp's sweeper and the shared composition give every job exactly what Hydra composes for it,
+bad values still fail as one line, and the CRD-schema shape cache agrees with the full validation."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+from omegaconf import OmegaConf, open_dict
+
+from rlexp.config.hardware import tpu_slice
+from tests.launch.conftest import run_cli
+
+BASE = ["model=gemma4_e4b", "slice=v6e-32"]
+
+
+def _hydras(launcher: object, overrides: list[str], idx: int) -> tuple[dict, dict, object]:
+    """(raw, resolved, hydra node) of Hydra's own per-job composition."""
+    full = launcher.hydra_context.config_loader.load_sweep_config(launcher.config, overrides)  # type: ignore[attr-defined]
+    hc = full.hydra
+    with open_dict(full):
+        full.pop("hydra")
+    return OmegaConf.to_container(full, resolve=False), OmegaConf.to_container(full, resolve=True), hc  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize(
+    "jobs",
+    [
+        # run_name interpolates a swept value: the job's run_name is re-resolved with the job's seed
+        [[*BASE, "run_name=exp-${seed}", f"seed={s}"] for s in (3, 7)],
+        # the default run_name, a float, a slice value feeding resolvers, a list item, a leaf that defaults to null
+        [
+            [*BASE, "seed=4", "trainer.learning_rate=3e-06"],
+            [*BASE, "slice.num_slices=2", "seed=1"],
+            [*BASE, "reward.functions.0.weight=2.0", "trainer.top_k=50"],
+            [*BASE, "trainer.beta=0.0", "seed=4", "seed=5"],  # the last of two wins, as in Hydra
+        ],
+    ],
+)
+def test_shared_composition_equals_hydras(tmp_path: Path, make_launcher: object, jobs: list[list[str]]) -> None:
+    from rlexp.launch.compose import SweepComposer
+
+    launcher = make_launcher(tmp_path, *BASE, "hydra.launcher.dry_run=true")  # type: ignore[operator]
+    composer = SweepComposer(launcher.hydra_context.config_loader, launcher.config)
+    for idx, overrides in enumerate(jobs):
+        fast = composer.compose(overrides, idx)
+        raw, resolved, hc = _hydras(launcher, overrides, idx)
+        assert fast.raw == raw
+        assert fast.resolved == resolved
+        assert OmegaConf.to_container(fast.task, resolve=False) == raw  # the DictConfig, built on demand
+        dirname = OmegaConf.to_container(fast.hydra.hydra.job, resolve=False)["override_dirname"]  # type: ignore[index]
+        assert dirname == OmegaConf.to_container(hc.job, resolve=False)["override_dirname"]  # type: ignore[index]
+        assert OmegaConf.to_container(fast.hydra.hydra.overrides.task, resolve=False) == overrides
+        assert fast.out_dir == tmp_path / str(idx)
+    for base in composer.bases.values():  # overrides were undone on the shared composition
+        assert OmegaConf.to_container(base.task, resolve=False) == base.raw
+    assert composer.full_compositions == 1
+    assert composer.compose(jobs[0], 0) is composer.compose(list(jobs[0]), 0)  # remembered for the launcher
+
+
+def test_a_bad_value_raises_hydras_error_and_leaves_the_shared_composition_as_it_was(
+    tmp_path: Path, make_launcher: object
+) -> None:
+    from hydra.errors import ConfigCompositionException
+
+    from rlexp.launch.compose import SweepComposer
+
+    launcher = make_launcher(tmp_path, *BASE, "hydra.launcher.dry_run=true")  # type: ignore[operator]
+    composer = SweepComposer(launcher.hydra_context.config_loader, launcher.config)
+    good = composer.compose([*BASE, "seed=1"], 0)
+    with pytest.raises(ConfigCompositionException) as fast_err:
+        composer.compose([*BASE, "seed=4", "trainer.learning_rate=x"], 1)  # seed is set before the bad value
+    with pytest.raises(ConfigCompositionException) as hydra_err:
+        _hydras(launcher, [*BASE, "seed=4", "trainer.learning_rate=x"], 1)
+    assert str(fast_err.value) == str(hydra_err.value)
+    assert str(fast_err.value.__cause__) == str(hydra_err.value.__cause__)
+    (base,) = composer.bases.values()
+    assert OmegaConf.to_container(base.task, resolve=False) == base.raw
+    assert composer.compose([*BASE, "trainer.beta=0.0"], 2).resolved["seed"] == 0
+    assert good.resolved["seed"] == 1
+
+
+def _files(sweep: Path) -> dict[str, str]:
+    skip = ("launcher.json", "sweep.json", "report.html", "multirun.yaml")
+    return {str(p.relative_to(sweep)): p.read_text() for p in sorted(sweep.rglob("*")) if p.is_file() and p.name not in skip}
+
+
+def test_cli_sweep_writes_what_hydras_basic_sweeper_does_and_composes_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    calls = []
+    original = ConfigLoaderImpl.load_sweep_config
+
+    def counted(self: object, master_config: object, sweep_overrides: list[str]) -> object:
+        calls.append(list(sweep_overrides))
+        return original(self, master_config, sweep_overrides)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ConfigLoaderImpl, "load_sweep_config", counted)
+    args = ["-m", *BASE, "hydra.launcher.dry_run=true", "seed=0,1,2", "trainer.learning_rate=1e-6,3e-6"]
+    assert run_cli(monkeypatch, *args, f"hydra.sweep.dir={tmp_path / 'rlexp'}") == 0
+    assert len(calls) == 1  # one composition for six jobs, shared by the sweeper's validation and the launcher
+    calls.clear()
+    assert run_cli(monkeypatch, *args, "hydra/sweeper=basic", f"hydra.sweep.dir={tmp_path / 'hydra'}") == 0
+    assert len(calls) >= 6  # Hydra's sweeper composes every job
+    capsys.readouterr()
+    ours, hydras = _files(tmp_path / "rlexp"), _files(tmp_path / "hydra")
+    assert len([f for f in ours if f.endswith("jobset.yaml")]) == 6
+    assert ours == hydras
+
+
+@pytest.mark.parametrize(
+    ("swept", "message"),
+    [
+        ("seed=1,abc", "rlexp: error: seed='abc': "),
+        ("trainer.learning_rate=1e-6,x", "rlexp: error: trainer.learning_rate='x': "),
+    ],
+)
+def test_a_bad_value_in_a_sweep_is_one_line_before_any_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, swept: str, message: str
+) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    rc = run_cli(monkeypatch, "-m", *BASE, "hydra.launcher.dry_run=true", swept, f"hydra.sweep.dir={tmp_path}")
+    lines = capsys.readouterr().err.strip().splitlines()  # the sweep table (stderr) comes first
+    assert rc == 2
+    assert lines[-1].startswith(message) and [x for x in lines if x.startswith("rlexp: error")] == lines[-1:]
+    assert not list(tmp_path.glob("*/jobset.yaml"))
+
+
+def test_sweep_presets_pick_their_own_sweeper() -> None:
+    from hydra import compose, initialize_config_dir
+
+    from rlexp.config.load import CONF_DIR, register_configs
+
+    register_configs()
+    with initialize_config_dir(config_dir=CONF_DIR, version_base=None):
+
+        def target(*overrides: str) -> str:
+            return str(compose("config", list(overrides), return_hydra_config=True).hydra.sweeper._target_)
+
+        assert target() == "hydra_plugins.rlexp_launchers.sweeper.BasicSweeper"
+        assert "optuna" in target("+sweep=optuna_lr").lower()
+        assert target("+sweep=lr_beta") == target()
+        assert target("hydra/sweeper=basic") == "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
+
+
+def _manifests(n: int) -> list[dict]:
+    from rlexp.config.launcher import GkeLauncherConf
+    from rlexp.launch.manifest import JobSpec, render
+
+    tpu = tpu_slice("v6e-32")
+    out = []
+    for i in range(n):
+        spec = JobSpec(
+            name=f"job-{i}",
+            slice=tpu,
+            num_slices=1,
+            args=[*BASE, f"seed={i}", f"output_dir=gs://b/job-{i}"],
+            output_dir=f"gs://b/job-{i}",
+            run_name=f"run-{i}",
+        )
+        out.append(render(spec, GkeLauncherConf()))
+    return out
+
+
+def test_schema_shape_cache_agrees_with_the_full_validation() -> None:
+    from rlexp.launch import check
+
+    first, *others = _manifests(4)
+    assert check.schema_errors(first) == []  # validated in full, then remembered by shape
+    assert all(check._SHAPES.is_valid(m) for m in others)
+    bad = copy.deepcopy(others[0])
+    bad["spec"]["successPolicy"]["operator"] = "Most"  # same shape, a value the enum refuses
+    assert not check._SHAPES.is_valid(bad)
+    assert check.schema_errors(bad) == [
+        e for e in (f"{'.'.join(map(str, x.absolute_path))}: {x.message}" for x in check._validator().iter_errors(bad))
+    ]
+    assert check.schema_errors(bad) and "operator" in check.schema_errors(bad)[0]
+    other_shape = copy.deepcopy(others[1])
+    other_shape["spec"]["replicatedJobs"][0]["replicas"] = "1"  # a string where an integer belongs: a new shape
+    assert check.schema_errors(other_shape)
+
+
+def test_section_dumps_equal_one_dump_of_the_whole() -> None:
+    from rlexp.launch.gke import _Dumper, _SectionDumps
+
+    dumps = _SectionDumps()
+    data = {"a": {"b": [1, "x y", {"c": None}], "long": "w " * 60}, "e": [], "f": {}, "g": "yes", "h": 1.5e-7}
+    for _ in range(2):
+        assert dumps.dump(data) == yaml.dump(data, Dumper=_Dumper, sort_keys=False)
+    assert dumps.dump({}) == yaml.dump({}, Dumper=_Dumper, sort_keys=False)
