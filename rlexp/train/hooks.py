@@ -144,7 +144,8 @@ class StepHooks(TrainingHooks):
         # Tunix publishes a step's actor metrics (loss, kl, grad_norm) one update late; publish
         # them now so the last completed step is whole in metrics.jsonl before training stops.
         publish_pending_train_metrics(train_ctx)
-        if step:
+        # A stop right after a checkpoint_every step finds that step saved already (orbax refuses twice).
+        if step and train_ctx.checkpoint_manager.latest_step() != step:
             train_ctx.checkpoint_manager.save(
                 step,
                 train_ctx.model,
