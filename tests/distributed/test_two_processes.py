@@ -1,0 +1,152 @@
+"""Two real `python -m rlexp` processes (slice=cpu-2x1) train one run data-parallel, as a launcher starts them.
+
+Each process gets what a multi-controller launcher gives its tasks (rlexp.train.distributed reads it):
+the coordinator address and port, the process count and this process's id. The two join one JAX runtime
+(one CPU device each, gloo collectives) and must train exactly what one process trains with the same
+global batch: process 0 alone writes the run files, both write and restore the checkpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO, SHORT
+
+pytestmark = pytest.mark.slow
+
+TIMEOUT_S = 600
+# Per-step values are compared within float32 reduction-order noise (measured: 1.4e-6 on grad_norm);
+# perf/* are timings and differ by nature.
+ATOL, RTOL = 1e-4, 1e-3
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_two(run_dir: Path, logs: Path) -> list[subprocess.Popen]:
+    """Both processes of a cpu-2x1 job, with the environment of a multi-controller launcher."""
+    port = str(free_port())
+    procs = []
+    for i in range(2):
+        env = {
+            **os.environ,
+            "RLEXP_IN_CLUSTER": "gke",
+            "JAX_COORDINATOR_ADDRESS": "127.0.0.1",
+            "JAX_COORDINATOR_PORT": port,
+            "JAX_PROCESS_COUNT": "2",
+            "JAX_PROCESS_ID": str(i),
+        }
+        log = open(logs / f"process{i}.log", "a")  # noqa: SIM115 - the child keeps its own descriptor
+        args = [sys.executable, "-m", "rlexp", "slice=cpu-2x1", *SHORT, f"hydra.run.dir={run_dir}"]
+        procs.append(subprocess.Popen(args, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT))
+        log.close()
+    return procs
+
+
+def wait_all(procs: list[subprocess.Popen], logs: Path) -> list[int]:
+    deadline = time.monotonic() + TIMEOUT_S
+    try:
+        return [p.wait(timeout=max(1.0, deadline - time.monotonic())) for p in procs]
+    except subprocess.TimeoutExpired:
+        for p in procs:
+            p.kill()
+            p.wait()
+        pytest.fail(f"2-process run still running after {TIMEOUT_S} s\n{tails(logs)}")
+
+
+def tails(logs: Path) -> str:
+    return "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in sorted(logs.glob("process*.log")))
+
+
+def metrics(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def last_step(run_dir: Path) -> int:
+    """The newest step in metrics.jsonl while the run writes it (-1 before the first whole line)."""
+    path = run_dir / "metrics.jsonl"
+    lines = path.read_text().splitlines(keepends=True) if path.exists() else []
+    whole = [line for line in lines if line.endswith("\n")]
+    return json.loads(whole[-1])["step"] if whole else -1
+
+
+def assert_same_training(run_dir: Path, reference: Path) -> None:
+    """Every step once, and every value the 1-process run logged, within float noise."""
+    got, want = metrics(run_dir), metrics(reference)
+    assert [r["step"] for r in got] == [r["step"] for r in want] == list(range(0, 9))
+    for g, w in zip(got, want, strict=True):
+        for key, value in w.items():
+            if key.startswith("perf/") or key == "step":
+                continue
+            assert key in g, f"step {w['step']}: {key} missing"
+            assert g[key] == pytest.approx(value, rel=RTOL, abs=ATOL), f"step {w['step']}: {key}"
+    samples = (run_dir / "samples.jsonl").read_text().splitlines()
+    assert len(samples) == len((reference / "samples.jsonl").read_text().splitlines())
+    got_eval = json.loads((run_dir / "summary.json").read_text())["eval"]
+    want_eval = json.loads((reference / "summary.json").read_text())["eval"]
+    for when in ("before", "after"):
+        assert got_eval[when] == pytest.approx(want_eval[when], rel=RTOL, abs=ATOL), when
+
+
+@pytest.fixture(scope="module")
+def one_process(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same run in one process with one device (slice=cpu): the same global batch."""
+    run_dir = tmp_path_factory.mktemp("one") / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "rlexp", "slice=cpu", *SHORT, f"hydra.run.dir={run_dir}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return run_dir
+
+
+def test_two_processes_train_like_one(tmp_path: Path, one_process: Path) -> None:
+    run_dir = tmp_path / "run"
+    codes = wait_all(start_two(run_dir, tmp_path), tmp_path)
+    assert codes == [0, 0], tails(tmp_path)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["train"]["steps"] == 8
+    assert summary["train"]["processes"] == 2
+    assert sorted(p.name for p in (run_dir / "checkpoints" / "actor").iterdir()) == ["4", "8"]
+    assert_same_training(run_dir, one_process)
+
+
+def test_sigterm_to_both_then_resume(tmp_path: Path, one_process: Path) -> None:
+    """A Slurm requeue or pod eviction: SIGTERM reaches the processes a moment apart; both stop after
+    the same step with one checkpoint, and the rerun finishes with the uninterrupted run's metrics."""
+    run_dir = tmp_path / "run"
+    procs = start_two(run_dir, tmp_path)
+    deadline = time.monotonic() + TIMEOUT_S
+    while last_step(run_dir) < 2:
+        assert time.monotonic() < deadline and all(p.poll() is None for p in procs), tails(tmp_path)
+        time.sleep(0.2)
+    procs[0].send_signal(signal.SIGTERM)
+    time.sleep(0.5)
+    procs[1].send_signal(signal.SIGTERM)
+    codes = wait_all(procs, tmp_path)
+    assert codes == [2, 2], tails(tmp_path)  # interrupted: a one-line error, exit 2, on both
+    summary = json.loads((run_dir / "summary.json").read_text())
+    stopped = summary["train"]["steps"]
+    assert summary["status"] == "interrupted" and 2 <= stopped < 8, summary["train"]
+    assert str(stopped) in [p.name for p in (run_dir / "checkpoints" / "actor").iterdir()]
+
+    codes = wait_all(start_two(run_dir, tmp_path), tmp_path)
+    assert codes == [0, 0], tails(tmp_path)
+    assert f"resuming {run_dir} from step {stopped}" in (tmp_path / "process1.log").read_text()
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "completed"
+    assert_same_training(run_dir, one_process)
