@@ -90,6 +90,7 @@ class SliceConfig:
     nodes: int = 1
     gpus_per_node: int = 0
     gpu_type: str | None = None
+    processes_per_node: int = 1  # JAX processes per node, each with devices / (nodes x this) devices
 
 
 @dataclass

@@ -22,11 +22,22 @@ class _NotOnThisHost(logging.Filter):
 
 def setup_jax(conf: RlexpConfig) -> None:
     """Host devices and the persistent compilation cache; must run before JAX is first used."""
-    if conf.slice.kind == "cpu" and conf.slice.devices > 1:
-        flag = f"--xla_force_host_platform_device_count={conf.slice.devices}"
+    processes = conf.slice.nodes * conf.slice.processes_per_node
+    local_devices = conf.slice.devices // processes  # cpu-2x1: one CPU device in each of 2 processes
+    if conf.slice.kind == "cpu" and local_devices > 1:
+        flag = f"--xla_force_host_platform_device_count={local_devices}"
         if flag not in os.environ.get("XLA_FLAGS", ""):
             os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + flag).strip()
     import jax
+
+    if processes > 1 and not jax.distributed.is_initialized():
+        raise ConfigError(
+            "slice",
+            conf.slice.name,
+            f"runs as {processes} JAX processes that a launcher starts together: "
+            f"python -m rlexp -m hydra/launcher=slurm slice={conf.slice.name} ... "
+            "(scripts/local_slurm.sh up starts a Slurm on this machine)",
+        )
     from absl import logging as absl_logging
 
     # Tunix and orbax log every checkpoint and compile step at INFO through absl; keep the
