@@ -1,16 +1,35 @@
-"""User-facing errors: one line naming the key, the value and the fix; no traceback."""
+"""User-facing errors: one line `rlexp: error: <key or argument>=<value>: <what is wrong>; <the fix>`, no traceback.
+
+Exit status 2 for a usage error (a value, an argument, a config rule), 1 for a failure at run time (a file
+that cannot be read, a port in use, a corrupt checkpoint). HYDRA_FULL_ERROR=1 (or `--debug`) keeps the traceback.
+"""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
+import re
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 
 class RlexpError(Exception):
     """An error caused by user input (config, files, environment), reported as one line."""
+
+    exit_code = 2  # usage error; RunError (and `exit_code=1`) for failures at run time
+
+    def __init__(self, message: str = "", *, exit_code: int | None = None) -> None:
+        super().__init__(message)
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+
+class RunError(RlexpError):
+    """A failure at run time that the user can fix (a file, a port, a checkpoint): exit status 1."""
+
+    exit_code = 1
 
 
 class ConfigError(RlexpError):
@@ -19,6 +38,11 @@ class ConfigError(RlexpError):
     def __init__(self, key: str, value: Any, fix: str) -> None:
         self.key, self.value, self.fix = key, value, fix
         super().__init__(f"{key}={value!r}: {fix}")
+
+
+def file_error(path: Any, what: str, fix: str) -> RunError:
+    """`<path>: <what>; <fix>` for a file or folder that cannot be used (exit status 1)."""
+    return RunError(f"{path}: {what}; {fix}")
 
 
 @contextlib.contextmanager
@@ -36,18 +60,82 @@ def user_errors_from_resolvers() -> Iterator[None]:
         raise
 
 
-def exit_with_message(err: BaseException, code: int = 2) -> None:
-    """Print `rlexp: error: <message>` as one line and exit; HYDRA_FULL_ERROR=1 re-raises for the traceback.
+def full_traceback() -> bool:
+    """True when the user asked for tracebacks (HYDRA_FULL_ERROR=1, or `--debug`, which sets it)."""
+    return os.environ.get("HYDRA_FULL_ERROR") == "1"
+
+
+def exit_with_message(err: BaseException, code: int | None = None) -> NoReturn:
+    """Print `rlexp: error: <message>` as one line and exit with the error's status (2 usage, 1 run time);
+    HYDRA_FULL_ERROR=1 re-raises for the traceback.
 
     The entry layer (rlexp.cli) reports every user error through this. Hydra callbacks call it directly:
     Hydra turns an exception raised in a callback into a warning, so a callback must end the process itself.
     """
     print_error(err)
-    sys.exit(code)
+    sys.exit(code if code is not None else getattr(err, "exit_code", 2))
 
 
 def print_error(err: BaseException) -> None:
     """`rlexp: error: <message>` on stderr; HYDRA_FULL_ERROR=1 re-raises `err` to keep its traceback."""
-    if os.environ.get("HYDRA_FULL_ERROR") == "1":
+    if full_traceback():
         raise err
-    print(f"rlexp: error: {err}", file=sys.stderr)
+    text = " ".join(str(err).split("\n")).strip()  # one line, whatever the message held
+    print(f"rlexp: error: {text}", file=sys.stderr, flush=True)
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse for rlexp's commands: a usage error is one `rlexp: error:` line (exit 2), `--debug` keeps
+    tracebacks. Lives in the base layer so that every command, scripts and `python -m rlexp.models.*` included,
+    can use it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.add_argument("--debug", action="store_true", help="show the full traceback of an error")
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        argv = list(sys.argv[1:] if args is None else args)
+        if "--debug" in argv:  # before parsing, so a usage error also keeps its traceback
+            os.environ["HYDRA_FULL_ERROR"] = "1"
+        return super().parse_args(argv, namespace)
+
+    def error(self, message: str) -> NoReturn:
+        text = message
+        if text.startswith("argument "):  # "argument --port: invalid int value: 'x'" -> "--port: invalid ..."
+            name, _, rest = text[len("argument ") :].partition(": ")
+            value = ""
+            choice = re.fullmatch(r"invalid choice: '([^']*)' \(choose from (.*)\)", rest)
+            if "\0" in rest:  # from in_range: "<value>\0<what is wrong>"
+                value, _, rest = rest.partition("\0")
+            elif choice:
+                value, rest = choice.group(1), f"no such choice; use one of {choice.group(2).replace(chr(39), '')}"
+            elif rest.startswith("invalid ") and ": " in rest:
+                rest, _, value = rest.rpartition(": ")
+            text = f"{name.split('/')[0]}={value}: {rest}" if value else f"{name.split('/')[0]}: {rest}"
+        elif text.startswith("the following arguments are required: "):
+            text = f"{text.split(': ', 1)[1]}: missing; the command needs it"
+        elif text.startswith("unrecognized arguments: "):
+            text = f"{text.split(': ', 1)[1]}: no such argument"
+        print(f"rlexp: error: {text}; see {self.prog} --help", file=sys.stderr, flush=True)
+        sys.exit(2)
+
+
+def in_range(kind: type, lo: float | None = None, hi: float | None = None, *, hi_open: bool = False) -> Any:
+    """An argparse `type=` that accepts a finite number of `kind` within [lo, hi] (or [lo, hi))."""
+
+    def parse(text: str) -> Any:
+        import math
+
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text}\0not {'an integer' if kind is int else 'a number'}") from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text}\0must be a finite number")
+        if (lo is not None and value < lo) or (hi is not None and (value >= hi if hi_open else value > hi)):
+            span = f"in [{lo}, {hi}{')' if hi_open else ']'}" if hi is not None else f">= {lo}"
+            raise argparse.ArgumentTypeError(f"{text}\0must be {span}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse

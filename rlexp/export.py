@@ -6,14 +6,14 @@ model.safetensors with the base checkpoint's config.json and tokenizer files (rl
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from rlexp import cli
+from rlexp.errors import ArgumentParser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rlexp.export", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="python -m rlexp.export", description=__doc__.splitlines()[0])
     parser.add_argument("checkpoint", help="run dir (latest checkpoint) or <run dir>/checkpoints/actor/<step>")
     parser.add_argument("--out", required=True, help="folder to write the Hugging Face model into")
     args = parser.parse_args(argv)

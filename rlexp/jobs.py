@@ -7,21 +7,21 @@ python -m rlexp.jobs cancel <JobSet name | job or sweep dir>
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from rlexp import cli
+from rlexp.errors import ArgumentParser
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
+    ap = ArgumentParser(
         prog="python -m rlexp.jobs", description="Follow JobSets submitted by rlexp's GKE launcher."
     )
     ap.add_argument(
         "--context", default=None, help="kube context (default: the one recorded at submission, else current)"
     )
     ap.add_argument("--namespace", default="default", help="namespace for bare JobSet names")
-    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub = ap.add_subparsers(dest="cmd", metavar="command", required=True)
     sub.add_parser("status", help="table of a run's or sweep's JobSets").add_argument("target")
     logs = sub.add_parser("logs", help="stream the rlexp container of the head pod")
     logs.add_argument("target")

@@ -18,6 +18,27 @@ from rlexp.config.load import CONF_DIR, register_configs, to_config
 register_configs()
 
 
+def record_job(cfg: DictConfig) -> None:
+    """Write `.hydra/{config,hydra,overrides}.yaml` as Hydra would have before the task function ran.
+
+    conf/config.yaml sets `hydra.output_subdir: null` so that Hydra writes nothing into the run dir: rlexp
+    writes these records here, once every check passed, and a refused command (a resume with another
+    config, a bad value) leaves an earlier run's records as they were. report, export and jobs read them.
+    """
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    hc = HydraConfig.get()
+    out = Path(hc.runtime.output_dir)
+    if hc.output_subdir is None:
+        records = out / ".hydra"
+        records.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(cfg, records / "config.yaml")
+        OmegaConf.save(HydraConfig.instance().cfg, records / "hydra.yaml")
+        OmegaConf.save(hc.overrides.task, records / "overrides.yaml")
+    cli.take_run_log(str(out / f"{hc.job.name}.log"))  # a failure's traceback goes there from now on
+
+
 def run(cfg: DictConfig) -> float:
     """Check and train one job; returns the objective value."""
     from rlexp.sweep.resume import skip_if_completed
@@ -27,19 +48,27 @@ def run(cfg: DictConfig) -> float:
         return done
     from hydra.core.hydra_config import HydraConfig
 
+    from rlexp.config.values import check_values
     from rlexp.launch.remote import launch_remotely
 
+    conf = to_config(cfg)  # refuses keys no schema declares (`+trainer.learning_rat=...`)
+    check_values(conf)  # before a submission too: an error names the key the user set
     handed_off, result = launch_remotely(cfg)  # TPU slice / remote launcher: submit, never train here
     if handed_off:
         return result
     from rlexp.checks import check_config
 
-    conf = to_config(cfg)
     check_config(conf)
+    from rlexp.models.loader import check_model_dir
     from rlexp.train.distributed import prepare_in_job
+
+    check_model_dir(conf.model)  # a local model folder: config.json and whole safetensors, before JAX
+    from rlexp.train.rundir import check_run_dir
 
     prepare_in_job()  # in a pod or Slurm job: Pathways / jax.distributed
     run_dir = Path(HydraConfig.get().runtime.output_dir)
+    check_run_dir(conf, cfg, str(conf.output_dir or run_dir))  # resume=never, a resume with another config
+    record_job(cfg)
     from rlexp.train.run import train  # heavy: JAX, Tunix
 
     return train(conf, cfg, run_dir)
@@ -47,6 +76,6 @@ def run(cfg: DictConfig) -> float:
 
 @hydra.main(version_base=None, config_path=CONF_DIR, config_name="config")
 def main(cfg: DictConfig) -> float:
-    with cli.user_errors():
-        return run(cfg)
-    raise AssertionError("unreachable: user_errors exits on an error")
+    # A user error leaves the task function: Hydra records a multirun job as failed and goes on with the
+    # next; rlexp.cli's handler prints it as one line at the end.
+    return run(cfg)

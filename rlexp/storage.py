@@ -40,14 +40,34 @@ def exists(path: str) -> bool:
     return fs.exists(p)
 
 
-def read_text(path: str) -> str | None:
-    """The file's text, or None when it does not exist."""
+def read_bytes(path: str) -> bytes | None:
+    """The file's bytes, or None when it does not exist."""
     fs, p = _fs(path)
     try:
-        with fs.open(p, "r", encoding="utf-8") as f:
+        with fs.open(p, "rb") as f:
             return f.read()
     except FileNotFoundError:
         return None
+    except IsADirectoryError:
+        from rlexp.errors import RunError
+
+        raise RunError(f"{path}: a folder where a file belongs; move it aside") from None
+
+
+def read_text(path: str) -> str | None:
+    """The file's text, or None when it does not exist; a file that is not UTF-8 is a one-line error."""
+    data = read_bytes(path)
+    if data is None:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        from rlexp.errors import RunError
+
+        raise RunError(
+            f"{path}: not UTF-8 text (byte {err.start} is {data[err.start : err.start + 1]!r}); "
+            "restore the file from a copy, or move it aside"
+        ) from None
 
 
 def read_json(path: str) -> Any:

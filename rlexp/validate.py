@@ -2,7 +2,8 @@
 
 Checks the config, loads the dataset, renders `validate.rows` prompts, samples completions (or reads
 `validate.completions`) and calls every reward; writes `validation.json` to the run dir. Exit status 1
-when a check fails, 2 for a user error in the command itself.
+when a check fails, 2 for a user error in the command itself (a bad value, a missing completions file):
+those stop before anything is loaded.
 """
 
 from __future__ import annotations
@@ -22,12 +23,21 @@ register_configs()
 def main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
-    from rlexp.checks.preflight import preflight, print_summary
+    from rlexp.checks import check_config
+    from rlexp.checks.preflight import preflight, print_summary, read_completions
 
-    with cli.user_errors():
-        conf = to_config(cfg)
-        out_dir = conf.output_dir or HydraConfig.get().runtime.output_dir
-        result = preflight(conf, out_dir)
+    conf = to_config(cfg)
+    # Stop at the first input error, before the dataset or a model is loaded: one line, exit 2 (1 for a
+    # completions file that exists but cannot be used).
+    check_config(conf)
+    if conf.validate.completions:
+        read_completions(conf.validate.completions)
+    else:
+        from rlexp.models.loader import check_model_dir
+
+        check_model_dir(conf.model)  # the model samples the completions: its folder must be whole
+    out_dir = conf.output_dir or HydraConfig.get().runtime.output_dir
+    result = preflight(conf, out_dir)
     print_summary(result)
     print(f"rlexp: wrote {out_dir.rstrip('/')}/validation.json")
     if not result["ok"]:

@@ -88,7 +88,8 @@ def test_full_error_env_keeps_traceback(tmp_path) -> None:
             "trainer.learning_rate=abc",
             "trainer.learning_rate='abc': Value 'abc' of type 'str' could not be converted to Float",
         ),
-        ("trainer.learning_rat=1e-3", "trainer.learning_rat: no such key (Key 'learning_rat' not in 'TrainerConfig')"),
+        ("trainer.learning_rat=1e-3", "trainer.learning_rat='1e-3': no such key; did you mean trainer.learning_rate?"),
+        ("+trainer.learning_rat=1e-3", "trainer.learning_rat=0.001: no such key; did you mean trainer.learning_rate?"),
     ],
 )
 def test_composition_errors_are_one_line(override: str, line: str, tmp_path) -> None:

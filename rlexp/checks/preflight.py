@@ -23,7 +23,7 @@ from typing import Any
 from rlexp import storage
 from rlexp.checks import check_config
 from rlexp.config.schema import RlexpConfig
-from rlexp.errors import RlexpError
+from rlexp.errors import ConfigError, RlexpError, RunError
 
 
 class _Report:
@@ -56,22 +56,27 @@ class _Report:
 
 def read_completions(path: str) -> list[dict[str, Any]]:
     """Lines {id, completion} (optionally prompt, answer) of a jsonl file."""
-    import fsspec
-
+    key = f"validate.completions={path}"
+    if not storage.exists(path):
+        raise ConfigError("validate.completions", path, "no such file; give a jsonl of {id, completion} lines")
+    text = storage.read_bytes(path)
+    try:
+        lines = text.decode("utf-8").splitlines()
+    except UnicodeDecodeError as err:
+        raise RunError(f"{key}: not UTF-8 text (byte {err.start}); give a jsonl of {{id, completion}} lines") from None
     out = []
-    with fsspec.open(path, "rt", encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise RlexpError(f"validate.completions={path!r}: line {n} is not JSON ({err.msg})") from err
-            if not isinstance(rec, dict) or "id" not in rec or not isinstance(rec.get("completion"), str):
-                raise RlexpError(f"validate.completions={path!r}: line {n} needs an id and a string completion")
-            out.append(rec)
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise RunError(f"{key}: line {n} is not JSON ({err.msg}); fix or drop that line") from None
+        if not isinstance(rec, dict) or "id" not in rec or not isinstance(rec.get("completion"), str):
+            raise RunError(f"{key}: line {n} needs an id and a string completion; fix or drop that line")
+        out.append(rec)
     if not out:
-        raise RlexpError(f"validate.completions={path!r} holds no completions")
+        raise RunError(f"{key}: holds no completions; give a jsonl of {{id, completion}} lines")
     return out
 
 
@@ -132,22 +137,31 @@ def score(cfg: RlexpConfig, items: list[dict[str, Any]]) -> tuple[dict[str, Any]
         for r, fcfg in zip(reward_set.rewards, cfg.reward.functions, strict=True):
             lo, hi = fcfg.range
             raised = None
+            failed = 0  # values that are an error, not a score: a failed call, a string, a NaN with a cause
             try:
-                raw = r.raw([it["prompt"] for it in items], [it["completion"] for it in items], **fields)
+                raw = list(r.raw([it["prompt"] for it in items], [it["completion"] for it in items], **fields))
+                if len(raw) != n:
+                    raise ValueError(f"returned {len(raw)} values for {n} completions")
                 values = [_as_float(x) for x in raw]
-                if len(values) != n:
-                    raise ValueError(f"returned {len(values)} values for {n} completions")
+                wrong = [x for x in raw if x is not None and (isinstance(x, bool) or math.isnan(_as_float(x)))]
+                wrong = [x for x in wrong if not isinstance(x, float)]
+                if wrong:
+                    raised = f"returned {type(wrong[0]).__name__} {wrong[0]!r:.80} where a number belongs"
+                    failed = len(wrong)
             except Exception as err:  # noqa: BLE001 - the preflight reports any reward failure
-                raised, values = f"{type(err).__name__}: {err}"[:500], [math.nan] * n
-            error = raised or getattr(r.raw, "last_error", None)
+                raised, values, failed = f"{type(err).__name__}: {err}"[:500], [math.nan] * n, n
+            item_error = getattr(r.raw, "last_error", None)  # e.g. the http reward's unreachable service
+            if item_error and not failed:
+                failed = sum(not math.isfinite(x) for x in values)
+            error = raised or item_error
             finite = [x for x in values if math.isfinite(x)]
             summary[r.name] = {
                 "mean": statistics.fmean(finite) if finite else None,
                 "min": min(finite) if finite else None,
                 "max": max(finite) if finite else None,
                 "n": n,
-                "errors": n if raised else 0,
-                "non_finite": 0 if raised else n - len(finite),
+                "errors": failed,
+                "non_finite": n - len(finite) - failed,
                 "out_of_range": sum(not lo <= v <= hi for v in finite),
                 "range": [lo, hi],
                 "weight": r.weight,
@@ -222,6 +236,10 @@ def preflight(cfg: RlexpConfig, out_dir: str, *, allow_downloads: bool = True) -
     rep.run("config", lambda: check_config(cfg))
     result["memory"] = _memory(cfg, rep)
     given = rep.run("completions_file", lambda: read_completions(v.completions)) if v.completions else None
+    if v.completions and given is None:  # stop at the first input error: no dataset, no model
+        result.update(ok=False, checks=rep.checks, skipped=rep.skipped)
+        _write(out_dir, result)
+        return result
     splits = None
     if not (given and all("answer" in g and "prompt" in g for g in given)):
         if not allow_downloads and storage.is_remote_source(cfg.dataset.source):
@@ -235,6 +253,9 @@ def preflight(cfg: RlexpConfig, out_dir: str, *, allow_downloads: bool = True) -
             splits = rep.run("dataset", lambda: load_splits(cfg.dataset, allow_downloads=allow_downloads))
     if splits is not None:
         result["dataset"] = {"train_rows": len(splits.train), "eval_rows": len(splits.eval), "skipped": splits.skipped}
+        if splits.skipped:  # rows training would drop (corrupt lines, missing fields): counted, never silent
+            dropped = ", ".join(f"{n} {why}" for why, n in sorted(splits.skipped.items()))
+            rep.add("dataset_rows", "warning", f"{dropped} (of {cfg.dataset.name}); training skips these rows")
         if cfg.dataset.train_size < 0 or len(splits.train) < cfg.dataset.train_size:
             rep.run("steps_fit_data", lambda: check_steps(cfg, len(splits.train)))
     items: list[dict[str, Any]] = []

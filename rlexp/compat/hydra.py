@@ -1,7 +1,8 @@
 """Hydra 1.3.8 internals rlexp relies on (hydra-core is pinned in pyproject.toml).
 
 - `wrap_error_reporting`: Hydra prints composition errors in several lines (search path, reference types)
-  from `hydra._internal.utils.run_and_report`, and offers no hook; rlexp's rule is one line per error.
+  from `hydra._internal.utils.run_and_report`, and a failed job's "Error executing job with overrides" line
+  from `JobReturn.return_value`, and offers no hook; rlexp's rule is one line per error.
 - `apply_value_overrides` and `overrides_dirname`: the launcher composes a sweep's value-only jobs once
   and applies each job's leaf overrides exactly as Hydra's config loader does after composing.
 - `split_basic_sweep`: the job list the basic sweeper will run, to write sweep.json before the first job.
@@ -15,10 +16,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 
-def wrap_error_reporting(handler: Callable[[BaseException], bool]) -> None:
+def wrap_error_reporting(handler: Callable[[BaseException], bool], quiet: Callable[[BaseException], bool]) -> None:
     """Route every exception Hydra reports through `handler` first; it returns True when it reported
-    the error itself (and exited), False to keep Hydra's own report. Idempotent."""
+    the error itself (and exited), False to keep Hydra's own report. Idempotent.
+
+    A failed job's `JobReturn.return_value` writes "Error executing job with overrides: ..." to stderr
+    before re-raising; for errors `quiet` accepts (those `handler` reports as one line) it only re-raises.
+    """
     from hydra._internal import utils as hydra_utils
+    from hydra.core.utils import JobReturn, JobStatus
 
     original: Callable[[Any], Any] = hydra_utils.run_and_report
     if getattr(original, "_rlexp", False):
@@ -38,6 +44,15 @@ def wrap_error_reporting(handler: Callable[[BaseException], bool]) -> None:
 
     run_and_report._rlexp = True  # type: ignore[attr-defined]
     hydra_utils.run_and_report = run_and_report
+
+    returned = JobReturn.return_value
+
+    def return_value(self: Any) -> Any:
+        if self.status == JobStatus.FAILED and quiet(self._return_value):
+            raise self._return_value
+        return returned.fget(self)
+
+    JobReturn.return_value = property(return_value, returned.fset)  # type: ignore[method-assign]
 
 
 def apply_value_overrides(overrides: Sequence[Any], cfg: Any) -> None:

@@ -52,6 +52,9 @@ def to_config(cfg: DictConfig | dict) -> RlexpConfig:
     """
     if isinstance(cfg, dict):
         return _typed(cfg, RlexpConfig)
+    from rlexp.config.keys import check_declared
+
+    check_declared(cfg)  # `+trainer.learning_rat=...` would otherwise train with the typo ignored
     try:
         with user_errors_from_resolvers():
             return OmegaConf.to_object(cfg)  # type: ignore[return-value]

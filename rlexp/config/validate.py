@@ -13,6 +13,7 @@ from rlexp.config.derived import resolve_mesh
 from rlexp.config.families import check_model_option
 from rlexp.config.memory import check_fits
 from rlexp.config.schema import RlexpConfig, TrainerConfig
+from rlexp.config.values import check_values
 from rlexp.errors import ConfigError
 
 ALGORITHMS = ("grpo", "dapo", "drgrpo", "gspo")
@@ -84,6 +85,7 @@ def _check_trainer(t: TrainerConfig) -> None:
 def validate(cfg: RlexpConfig) -> None:
     """Raise ConfigError on the first broken rule; return None when the config is runnable."""
     t, m, s = cfg.trainer, cfg.model, cfg.slice
+    check_values(cfg)  # finite numbers, known words, ranges of single keys (rlexp.config.values)
     _check_trainer(t)
     _choice("model.dtype", m.dtype, DTYPES)
     _choice("model.param_dtype", m.param_dtype, DTYPES)

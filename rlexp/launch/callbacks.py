@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 from typing import Any
 
 from hydra.core.utils import JobReturn, JobStatus
@@ -133,6 +132,7 @@ class SweepCallback(Callback):
             local = (job.get("launcher") or {}).get("launcher") in (None, "local")
             if job["state"] == "running" and local:  # left over from a killed invocation
                 job["state"] = "pending"
+        data["state"] = "running"
         manifest.save(directory, data)
         self._show(data)
 
@@ -143,6 +143,8 @@ class SweepCallback(Callback):
         if data is None:
             return
         manifest.refresh(directory, data)
+        if all(j["state"] in ("completed", "failed") for j in data["jobs"]):
+            data["state"] = "completed" if all(j["state"] == "completed" for j in data["jobs"]) else "failed"
         manifest.save(directory, data)
         self._show(data)
         self._write_report(directory)
@@ -210,10 +212,18 @@ class SweepCallback(Callback):
         ok = state == "completed"
         if ok and isinstance(value, int | float) and job.get("objective") is None:
             job["objective"] = float(value)
+        failure = job_return._return_value if job_return.status == JobStatus.FAILED else None
+        if isinstance(failure, BaseException):  # the reason, as the one-line error the user saw
+            text = str(failure) if isinstance(failure, RlexpError) else f"{type(failure).__name__}: {failure}"
+            job["error"] = " ".join(text.split())[:500]
+        elif ok:
+            job.pop("error", None)
         job["ended"] = manifest.now()
+        finished = all(j["state"] in ("completed", "failed") for j in data["jobs"])
+        if finished and self._planned is not None and len(data["jobs"]) >= self._planned:
+            data["state"] = "completed" if all(j["state"] == "completed" for j in data["jobs"]) else "failed"
         manifest.save(directory, data)
         self._show(data)
-        finished = all(j["state"] in ("completed", "failed") for j in data["jobs"])
         if not ok and finished and self._planned is not None and len(data["jobs"]) >= self._planned:
             self._write_report(directory)  # Hydra raises after a failed job, skipping on_multirun_end
 
@@ -224,8 +234,7 @@ class SweepCallback(Callback):
             from rlexp.report.build import write_report
 
             path = write_report([directory], out=None)
-            log.info("sweep report: %s", path)
-            print(f"sweep report: {path}", file=sys.stderr)
+            print(f"sweep report: {path}", flush=True)  # stdout: stderr is for errors
         except Exception as err:  # a report problem must not fail a finished sweep
             log.warning("sweep report not written: %s", err)
 

@@ -16,7 +16,6 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
 from hydra.core.utils import JobReturn
 from omegaconf import DictConfig, OmegaConf
 
@@ -27,15 +26,9 @@ from rlexp.launch import preflight
 from rlexp.launch.check import check_jobset
 from rlexp.launch.manifest import PLACEHOLDER_ROOT, SPEC_HASH, JobSpec, render
 from rlexp.launch.names import check_name, jobset_name, unique_names
+from rlexp.launch.yaml_text import dump as dump_yaml
 
 log = logging.getLogger(__name__)
-
-
-class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
-    """Plain YAML for humans and kubectl: no &anchors for env entries shared between containers."""
-
-    def ignore_aliases(self, data: Any) -> bool:
-        return True
 
 
 class Job:
@@ -186,19 +179,19 @@ def prepare(jobs: Sequence[Job], conf: GkeLauncherConf, *, single: bool = False)
 class _SectionDumps:
     """YAML of a config's top-level sections, remembered per section object: the jobs of a sweep share the
     sections they do not change (rlexp.launch.compose), so each distinct section is dumped once. A block
-    mapping's YAML is the concatenation of its items' YAML, so the text equals one `yaml.dump` of the whole."""
+    mapping's YAML is the concatenation of its items' YAML, so the text equals one dump of the whole."""
 
     def __init__(self) -> None:
         self.texts: dict[tuple[str, int], tuple[Any, str]] = {}  # the object is kept so its id stays unique
 
     def dump(self, data: dict) -> str:
         if not data:
-            return yaml.dump(data, Dumper=_Dumper, sort_keys=False)
+            return dump_yaml(data)
         parts = []
         for key, value in data.items():
             found = self.texts.get((key, id(value)))
             if found is None or found[0] is not value:
-                found = self.texts[(key, id(value))] = (value, yaml.dump({key: value}, Dumper=_Dumper, sort_keys=False))
+                found = self.texts[(key, id(value))] = (value, dump_yaml({key: value}))
             parts.append(found[1])
         return "".join(parts)
 
@@ -210,12 +203,12 @@ def _write_job_files(
     d = r.job.out_dir
     (d / ".hydra").mkdir(parents=True, exist_ok=True)
     path = d / "jobset.yaml"
-    path.write_text(yaml.dump(r.manifest, Dumper=_Dumper, sort_keys=False))
+    path.write_text(dump_yaml(r.manifest))
     # what the pod will compose, resolved: the audit copy of the run's config
     (d / "config.resolved.yaml").write_text(dumps.dump(r.resolved))
     hydra_files = d / ".hydra" / "overrides.yaml"
     if not hydra_files.exists():
-        hydra_files.write_text(yaml.dump(list(r.job.overrides), Dumper=_Dumper))
+        hydra_files.write_text(dump_yaml(list(r.job.overrides)))
         (d / ".hydra" / "config.yaml").write_text(dumps.dump(r.job.raw))
     record = {
         "launcher": "gke",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from rlexp.errors import RlexpError
+from rlexp.errors import RlexpError, RunError
 
 
 @dataclass
@@ -31,14 +31,21 @@ def find_handles(target: str, namespace: str = "default", context: str | None = 
     root = Path(target)
     if not root.exists():
         if "/" in target or not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", target):
-            raise RlexpError(f"{target}: no such run or sweep dir, and not a JobSet name")
+            raise RlexpError(f"target={target}: no such run or sweep dir, and not a JobSet name; check the path")
         return [Handle(target, target, namespace, context)]
     records = [root / "launcher.json"] if (root / "launcher.json").exists() else sorted(root.glob("**/launcher.json"))
     handles = []
     for path in records:
-        rec = json.loads(path.read_text())
-        if rec.get("launcher") != "gke":
+        try:
+            rec = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, OSError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+            raise RunError(
+                f"{path}: not a launcher record ({str(err).splitlines()[0][:120]}); restore it, or give the JobSet name"
+            ) from None
+        if not isinstance(rec, dict) or rec.get("launcher") != "gke":
             continue
+        if not isinstance(rec.get("handle"), str):
+            raise RunError(f"{path}: no JobSet name in its 'handle'; restore it, or give the JobSet name")
         rel = str(path.parent.relative_to(root)) if path.parent != root else "."
         submitted = rec.get("state") != "dry-run"
         handles.append(

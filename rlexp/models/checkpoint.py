@@ -1,7 +1,8 @@
 """Checks on a Hugging Face checkpoint folder before its weights are read, and the Tunix loader call.
 
 A folder must hold config.json and either one `model.safetensors` or the shards that
-`model.safetensors.index.json` names; a missing shard is reported by name before any weight is read.
+`model.safetensors.index.json` names; a missing shard, or a file whose header does not describe its
+bytes (truncated, overwritten), is reported by name before any weight is read.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 import fsspec
 
-from rlexp.errors import RlexpError
+from rlexp.errors import RlexpError, RunError
 
 INDEX = "model.safetensors.index.json"
 
@@ -30,8 +31,11 @@ def safetensors_files(ckpt_dir: str) -> list[str]:
         raise RlexpError(f"checkpoint folder {ckpt_dir} does not exist; set model.path to a folder with safetensors")
     present = {p.rsplit("/", 1)[-1] for p in fs.ls(root, detail=False)}
     if INDEX in present:
-        with fs.open(f"{root}/{INDEX}", "r") as f:
-            weight_map = json.load(f).get("weight_map", {})
+        try:
+            with fs.open(f"{root}/{INDEX}", "r", encoding="utf-8") as f:
+                weight_map = json.load(f).get("weight_map", {})
+        except (ValueError, AttributeError):
+            raise RunError(f"{root}/{INDEX}: not a readable index of shards; download the model again") from None
         shards = sorted(set(weight_map.values()))
         missing = [s for s in shards if s not in present]
         if missing:
@@ -39,11 +43,42 @@ def safetensors_files(ckpt_dir: str) -> list[str]:
                 f"{ckpt_dir}: missing safetensors shard(s) {', '.join(missing)} listed in {INDEX} "
                 f"({len(shards) - len(missing)} of {len(shards)} present); download them again"
             )
-        return [f"{root}/{s}" for s in shards]
-    files = sorted(p for p in present if p.endswith(".safetensors"))
+        files = shards
+    else:
+        files = sorted(p for p in present if p.endswith(".safetensors"))
     if not files:
         raise RlexpError(f"{ckpt_dir}: no *.safetensors files; a checkpoint folder needs its weights in safetensors")
+    for name in files:
+        check_safetensors(fs, f"{root}/{name}")
     return [f"{root}/{s}" for s in files]
+
+
+def check_safetensors(fs: Any, path: str) -> None:
+    """Read a safetensors file's header (8 bytes of length, then JSON) and check that every tensor's bytes
+    lie within the file: a truncated or corrupt file fails here in one line, before any weight is read
+    (the library itself fails with MemoryError or a Rust panic)."""
+    bad = f"{path}: not a complete safetensors file"
+    fix = "download the model again"
+    size = fs.size(path)
+    with fs.open(path, "rb") as f:
+        head = f.read(8)
+        if len(head) < 8:
+            raise RunError(f"{bad} ({size} bytes); {fix}")
+        n = int.from_bytes(head, "little")
+        if n > min(size - 8, 100 * 2**20):
+            raise RunError(f"{bad} (header of {n} bytes in a file of {size}); {fix}")
+        try:
+            header = json.loads(f.read(n))
+        except ValueError:
+            raise RunError(f"{bad} (its header is not JSON); {fix}") from None
+    if not isinstance(header, dict):
+        raise RunError(f"{bad} (its header is not a JSON object); {fix}")
+    try:
+        end = max((int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"), default=0)
+    except (KeyError, TypeError, ValueError, IndexError):
+        raise RunError(f"{bad} (a tensor without data offsets); {fix}") from None
+    if 8 + n + end > size:
+        raise RunError(f"{bad} (tensors need {8 + n + end} bytes, the file has {size}); {fix}")
 
 
 def local_copy(ckpt_dir: str, cache_root: str | None = None) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from rlexp.config.schema import ModelConfig, RlexpConfig
-from rlexp.errors import RlexpError
+from rlexp.errors import RlexpError, RunError
 from rlexp.models.hub import CONFIG_AND_TOKENIZER_FILES
 
 SHARD = 5 * 2**30  # bytes per safetensors file, as the hub writes them
@@ -27,12 +27,23 @@ SHARD = 5 * 2**30  # bytes per safetensors file, as the hub writes them
 def find_checkpoint(target: Path) -> tuple[Path, Path, int]:
     """(run dir, actor checkpoint root, step) for a run dir or one `checkpoints/actor/<step>` folder."""
     if target.name.isdigit() and target.parent.name == "actor":
-        return target.parent.parent.parent, target.parent, int(target.name)
+        root, step = target.parent, int(target.name)
+        if not target.is_dir():
+            saved = _steps(root)
+            have = f"saved steps: {', '.join(map(str, saved))}" if saved else "the run saved no checkpoint"
+            raise RlexpError(f"checkpoint={target}: no such step; {have}")
+        return root.parent.parent, root, step
+    if not target.is_dir():
+        raise RlexpError(f"checkpoint={target}: no such run dir; give a run dir or <run dir>/checkpoints/actor/<step>")
     root = target / "checkpoints" / "actor"
-    steps = sorted(int(p.name) for p in root.iterdir() if p.name.isdigit()) if root.is_dir() else []
+    steps = _steps(root)
     if not steps:
-        raise RlexpError(f"{target}: no checkpoints/actor/<step> folder; pass a run dir that saved a checkpoint")
+        raise RlexpError(f"checkpoint={target}: no checkpoints/actor/<step> folder; pass a run dir that saved one")
     return target, root, steps[-1]
+
+
+def _steps(root: Path) -> list[int]:
+    return sorted(int(p.name) for p in root.iterdir() if p.name.isdigit() and p.is_dir()) if root.is_dir() else []
 
 
 def run_config(run_dir: Path) -> RlexpConfig:
@@ -43,9 +54,26 @@ def run_config(run_dir: Path) -> RlexpConfig:
     path = run_dir / ".hydra" / "config.yaml"
     if not path.is_file():
         raise RlexpError(f"{run_dir}: no .hydra/config.yaml; pass the run dir that `python -m rlexp` wrote")
-    raw = OmegaConf.load(path)
-    raw.pop("hydra", None)
-    return to_config(OmegaConf.merge(OmegaConf.structured(RlexpConfig), raw))
+    try:
+        raw = OmegaConf.load(path)
+        raw.pop("hydra", None)
+        return to_config(OmegaConf.merge(OmegaConf.structured(RlexpConfig), raw))
+    except RlexpError:
+        raise
+    except Exception as err:  # noqa: BLE001 - YAML or OmegaConf: the recorded config is unusable
+        raise RunError(
+            f"{path}: not the config of an rlexp run ({str(err).splitlines()[0][:200]}); restore it from a copy"
+        ) from None
+
+
+def check_out(out: str) -> Path:
+    """The folder to write into: new, or holding an earlier export; never a file."""
+    dest = Path(out).expanduser()
+    if dest.exists() and not dest.is_dir():
+        raise RlexpError(f"--out={out}: a file is there; give a folder (new, or one an earlier export wrote)")
+    if dest.is_dir() and any(dest.iterdir()) and not (dest / "config.json").is_file():
+        raise RlexpError(f"--out={out}: a folder holding other files; give a new folder")
+    return dest
 
 
 def flat_params(model: Any) -> dict[str, np.ndarray]:
@@ -189,6 +217,7 @@ def export(target: str, out: str) -> Path:
 
     run_dir, ckpt_root, step = find_checkpoint(Path(target).expanduser())
     cfg = run_config(run_dir)
+    check_out(out)  # before any weight is loaded
     m, lora = cfg.model, cfg.trainer.lora
     base_dir = resolve_model_dir(m)
     model = load_model(m, None)
@@ -258,8 +287,14 @@ def write_shards(tensors: dict[str, np.ndarray], dest: Path, metadata: dict[str,
 def _restore(model: Any, root: Path, step: int, *, lora_only: bool) -> None:
     from tunix.sft.checkpoint_manager import CheckpointManager
 
-    restored, _ = CheckpointManager(str(root.resolve())).maybe_restore(
-        model, step=step, restore_only_lora_params=lora_only
-    )
+    try:
+        restored, _ = CheckpointManager(str(root.resolve())).maybe_restore(
+            model, step=step, restore_only_lora_params=lora_only
+        )
+    except Exception as err:  # noqa: BLE001 - orbax raises many types for a damaged checkpoint
+        others = [s for s in _steps(root) if s != step]
+        fix = f"export another step ({', '.join(map(str, others))})" if others else "retrain, or restore it from a copy"
+        reason = f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"
+        raise RunError(f"checkpoint={root}/{step}: cannot be restored ({reason}); {fix}") from err
     if restored != step:
-        raise RlexpError(f"{root}/{step}: could not restore the actor checkpoint")
+        raise RunError(f"checkpoint={root}/{step}: could not restore the actor checkpoint; retrain or restore it")

@@ -13,7 +13,7 @@ from typing import Any
 
 from rlexp.config.families import family_of
 from rlexp.config.schema import ModelConfig
-from rlexp.errors import RlexpError
+from rlexp.errors import RlexpError, RunError
 
 
 def text_config(hf: dict[str, Any]) -> dict[str, Any]:
@@ -89,10 +89,15 @@ def read_hf_config(ckpt_dir: str) -> dict[str, Any]:
 
     path = ckpt_dir.rstrip("/") + "/config.json"
     try:
-        with fsspec.open(path, "r") as f:
-            return json.load(f)
+        with fsspec.open(path, "r", encoding="utf-8") as f:
+            data = json.load(f)
     except FileNotFoundError as err:
         raise RlexpError(f"{path} not found: a checkpoint folder needs config.json next to its safetensors") from err
+    except (ValueError, OSError) as err:  # truncated or binary: JSONDecodeError, UnicodeDecodeError
+        raise RunError(f"{path}: not a readable config.json ({str(err)[:120]}); download the model again") from None
+    if not isinstance(data, dict):
+        raise RunError(f"{path}: config.json holds no JSON object; download the model again")
+    return data
 
 
 def model_config_from_hf(hf: dict[str, Any], *, name: str, path: str | None = None) -> ModelConfig:

@@ -7,12 +7,13 @@ model's family. `model.path` may be `builtin:<name>` (shipped inside rlexp) or a
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from rlexp.config.families import check_source
 from rlexp.config.schema import ModelConfig
-from rlexp.errors import ConfigError
+from rlexp.errors import ConfigError, RunError
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
 
@@ -39,6 +40,26 @@ def resolve_model_dir(cfg: ModelConfig) -> Path:
     from rlexp.models.hub import download  # config, safetensors and tokenizer only; HF_TOKEN from the environment
 
     return Path(download(cfg.hf_id))
+
+
+def check_model_dir(cfg: ModelConfig) -> None:
+    """A model folder on this machine (builtin or a local path): config.json agrees with the option and
+    every safetensors file is whole. Pure Python, so the entry point runs it before JAX is imported;
+    hub and gs:// models are checked once downloaded."""
+    if not cfg.path or "://" in cfg.path:
+        return
+    from rlexp.models.checkpoint import safetensors_files
+    from rlexp.models.families import check_hf_config, read_hf_config
+
+    folder = str(resolve_model_dir(cfg))
+    check_hf_config(cfg, read_hf_config(folder), folder)
+    safetensors_files(folder)
+    tokenizer = Path(folder) / "tokenizer.json"
+    if tokenizer.is_file():
+        try:
+            json.loads(tokenizer.read_bytes())
+        except ValueError:  # JSONDecodeError, UnicodeDecodeError
+            raise RunError(f"{tokenizer}: not a readable tokenizer.json; download the model again") from None
 
 
 def load_model(cfg: ModelConfig, mesh: Any) -> Any:

@@ -7,12 +7,11 @@ character tokenizer, so `python -m rlexp model=<family>_tiny model.path=DIR` tra
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
 from pathlib import Path
 
-from rlexp.errors import RlexpError
+from rlexp.errors import ArgumentParser, RlexpError, RunError, print_error
 
 BUILTIN_TOKENIZER = Path(__file__).resolve().parent / "builtin" / "tiny"
 SPECIAL = {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
@@ -88,7 +87,7 @@ def write(family: str, out: Path, seed: int = 0) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rlexp.models.tiny_random", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="python -m rlexp.models.tiny_random", description=__doc__.splitlines()[0])
     parser.add_argument("family", choices=("gpt_oss", "gemma4"))
     parser.add_argument("--out", required=True)
     parser.add_argument("--seed", type=int, default=0)
@@ -96,8 +95,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         print(write(args.family, Path(args.out), args.seed))
     except RlexpError as err:
-        print(f"rlexp: error: {err}", file=sys.stderr)
-        return 2
+        print_error(err)
+        return err.exit_code
+    except OSError as err:  # --out under a file, a read-only folder
+        print_error(RunError(f"--out={args.out}: {err.strerror}; choose a folder you can write"))
+        return 1
     return 0
 
 

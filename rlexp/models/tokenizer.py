@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rlexp.errors import RunError
+
 PAD, BOS, EOS = "<pad>", "<s>", "</s>"
 # ids 0/1/2: Tunix prepends BOS only when bos_id() is truthy, so BOS must not be 0.
 CHAR_VOCAB = [PAD, BOS, EOS, *"0123456789", "+", "-", "=", " "]
@@ -50,4 +52,8 @@ def load_tokenizer_dir(model_dir: str | Path) -> Any:
     """A Hugging Face tokenizer from a local model folder (no network)."""
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
+    try:
+        return AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
+    except Exception as err:  # noqa: BLE001 - transformers and tokenizers raise many types for a bad file
+        reason = f"{type(err).__name__}: {str(err).splitlines()[0][:160] if str(err) else ''}"
+        raise RunError(f"{model_dir}: cannot load its tokenizer ({reason}); download the model again") from None

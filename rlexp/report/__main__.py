@@ -6,13 +6,14 @@ import argparse
 import sys
 
 from rlexp import cli, storage
-from rlexp.errors import RlexpError
+from rlexp.config.values import SUMMARY_NUMBERS
+from rlexp.errors import ArgumentParser, RlexpError
 from rlexp.report.build import default_out, write_sweep
 from rlexp.report.load import load
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rlexp.report", description=__doc__)
+    parser = ArgumentParser(prog="python -m rlexp.report", description=__doc__)
     parser.add_argument("inputs", nargs="+", help="a sweep dir (local or gs://…) or several run dirs")
     parser.add_argument("--out", help="HTML file to write (default: <sweep dir>/report.html or ./report.html)")
     parser.add_argument("--objective", help="summary.json key that ranks runs (default: the sweep's objective)")
@@ -23,13 +24,27 @@ def main(argv: list[str] | None = None) -> int:
     return cli.command(lambda: _report(args))
 
 
+def _numbers(tree: object, prefix: str = "") -> set[str]:
+    """Dotted keys of the numbers in a summary.json."""
+    if isinstance(tree, dict):
+        return {k for key, v in tree.items() for k in _numbers(v, f"{prefix}{key}.")}
+    return {prefix[:-1]} if isinstance(tree, int | float) and not isinstance(tree, bool) else set()
+
+
 def _report(args: argparse.Namespace) -> int:
     missing = [p for p in args.inputs if not storage.exists(p)]
     if missing:
-        raise RlexpError(f"no such run or sweep dir: {', '.join(missing)}")
+        raise RlexpError(f"{missing[0]}: no such run or sweep dir; give a sweep dir or run dirs that exist")
     sweep = load(args.inputs, objective=args.objective)
     if not sweep.runs:
-        raise RlexpError(f"no runs found in {', '.join(args.inputs)} (expected run dirs with metrics.jsonl)")
+        raise RlexpError(f"{', '.join(args.inputs)}: no runs found (run dirs hold metrics.jsonl); give a sweep dir")
+    if args.objective:  # a key no run has would rank nothing, silently
+        found = set().union(*(_numbers(r.summary) for r in sweep.runs))
+        if args.objective not in found | set(SUMMARY_NUMBERS):
+            choices = ", ".join(sorted(found & set(SUMMARY_NUMBERS)) or SUMMARY_NUMBERS)
+            raise RlexpError(
+                f"--objective={args.objective}: no run's summary.json has this number; use one of {choices}"
+            )
     out = write_sweep(sweep, args.out or default_out(args.inputs))
     print(f"report: {out} ({len(sweep.runs)} runs)")
     if args.wandb:

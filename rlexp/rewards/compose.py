@@ -25,6 +25,8 @@ from rlexp.rewards.registry import RewardFn, make_reward_fn
 class RewardErrorBudgetExceeded(RlexpError):
     """More than reward.max_error_ratio of a step's reward invocations errored."""
 
+    exit_code = 1  # a failure at run time, not a usage error
+
 
 @dataclass
 class RewardStats:

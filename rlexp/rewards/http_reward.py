@@ -110,6 +110,7 @@ def http_reward(
         headers = {"Content-Type": "application/json"}
         if auth_env:
             headers[auth_header] = f"{auth_scheme} {os.environ[auth_env]}".strip()
+        reason = "no attempt"
         for attempt in range(retries + 1):
             if attempt:
                 counters.add("retries")
@@ -119,10 +120,12 @@ def http_reward(
                 with opener.open(urllib.request.Request(url, body, headers), timeout=timeout_s) as resp:
                     raw = resp.read()
             except urllib.error.HTTPError as err:
+                reason = f"HTTP {err.code} {err.reason}"
                 if err.code in _RETRYABLE:
                     continue
                 break  # 4xx: the request is wrong, repeating it will not help
-            except (urllib.error.URLError, TimeoutError, ConnectionError, OSError):
+            except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as err:
+                reason = str(getattr(err, "reason", None) or err) or type(err).__name__
                 continue
             try:
                 values = _floats(json.loads(raw), len(items))
@@ -130,9 +133,12 @@ def http_reward(
                 values = None
             if values is None:
                 counters.add("invalid_responses")
+                http.last_error = f"POST {url}: answer is not {{'rewards': [numbers]}}"  # type: ignore[attr-defined]
                 return [math.nan] * len(items)
             return values
         counters.add("failed_batches")
+        # the cause, for the preflight and the training error budget (rlexp.rewards.compose reads it)
+        http.last_error = f"POST {url} failed after {attempt + 1} attempt(s): {reason}"  # type: ignore[attr-defined]
         return [math.nan] * len(items)
 
     def http(prompts: Any, completions: Any, answer: Any = None, **fields: Any) -> list[float]:
@@ -143,5 +149,6 @@ def http_reward(
         return [v for batch in executor.map(post, batches) for v in batch]
 
     http.counters = counters.values  # type: ignore[attr-defined]
+    http.last_error = None  # type: ignore[attr-defined]
     http.close = lambda: executor.shutdown(wait=True)  # type: ignore[attr-defined]
     return http

@@ -1,4 +1,5 @@
-"""Run-directory helpers of the trainer: package versions, dotted summary keys, resumable metrics.
+"""Run-directory helpers of the trainer: the checks before a run takes a dir, package versions, dotted summary
+keys, resumable metrics.
 
 Small-file IO (local paths or gs:// through fsspec, atomic local writes) is rlexp.storage.
 """
@@ -13,8 +14,56 @@ from pathlib import Path
 from typing import Any
 
 from rlexp import storage
+from rlexp.config.load import flatten
+from rlexp.errors import ConfigError, RunError
 
 PACKAGES = ("rlexp", "google-tunix", "jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "hydra-core")
+
+
+# Keys a resumed run may change: they do not alter what is trained.
+RESUMABLE_CHANGES = ("trainer.resume", "logger.", "compile_cache.", "output_dir", "sweep.", "validate.", "cost.")
+
+
+def check_run_dir(conf: Any, cfg: Any, run_dir: str) -> None:
+    """Refuse a run dir this run must not touch, before JAX is imported and before anything is written there:
+    `trainer.resume=never` with checkpoints in it, or a resume (checkpoints, or a finished summary.json)
+    with another config than the one recorded in its config.yaml."""
+    from omegaconf import OmegaConf
+
+    if not storage.is_url(run_dir):
+        try:
+            Path(run_dir).mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise RunError(
+                f"output_dir={run_dir}: cannot create the run dir ({err.strerror}); choose a writable folder"
+            ) from None
+    has_ckpt = bool(storage.list_dirs(storage.join(run_dir, "checkpoints/actor")))
+    if has_ckpt and conf.trainer.resume == "never":
+        raise ConfigError(
+            "trainer.resume",
+            "never",
+            f"{run_dir} already holds checkpoints; choose another hydra.run.dir or use trainer.resume=auto",
+        )
+    previous = storage.read_text(storage.join(run_dir, "config.yaml"))
+    if not previous or not (has_ckpt or storage.exists(storage.join(run_dir, "summary.json"))):
+        return
+    try:
+        before = flatten(OmegaConf.to_container(OmegaConf.create(previous), resolve=True))
+    except Exception as err:  # noqa: BLE001 - YAML or OmegaConf: the recorded config is unreadable
+        raise RunError(
+            f"{storage.join(run_dir, 'config.yaml')}: not a readable config ({str(err).splitlines()[0]}); "
+            "choose another hydra.run.dir (the run there cannot be resumed safely)"
+        ) from None
+    now = flatten(OmegaConf.to_container(cfg, resolve=True))
+    for key in sorted(set(before) | set(now)):
+        if key.startswith(RESUMABLE_CHANGES) or before.get(key) == now.get(key):
+            continue
+        raise ConfigError(
+            key,
+            now.get(key),
+            f"{run_dir} was trained with {key}={before.get(key)!r}; resume with the same config "
+            "or choose another hydra.run.dir",
+        )
 
 
 def truncate_jsonl(path: str, max_step: int) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import jax
@@ -21,12 +20,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlexp import storage
 from rlexp.config.derived import loads_reference_copy
-from rlexp.config.load import flatten
 from rlexp.config.schema import RlexpConfig
 from rlexp.config.validate import check_steps
 from rlexp.data.registry import load_splits
 from rlexp.data.templates import render_splits
-from rlexp.errors import ConfigError, RlexpError
+from rlexp.errors import ConfigError, RlexpError, RunError
 from rlexp.rewards.compose import build_rewards
 from rlexp.train import rundir
 from rlexp.train.metrics import MetricsCollector, group_stats, rlexp_metric_key, to_json_line
@@ -60,35 +58,8 @@ class TrainingSession:
 
     # -- setup -------------------------------------------------------------------------------
     def _check_run_dir(self) -> None:
-        if not storage.is_url(self.run_dir):
-            Path(self.run_dir).mkdir(parents=True, exist_ok=True)
-        has_ckpt = bool(storage.list_dirs(self.path("checkpoints/actor")))
-        if has_ckpt and self.conf.trainer.resume == "never":
-            raise ConfigError(
-                "trainer.resume",
-                "never",
-                f"{self.run_dir} already holds checkpoints; choose another hydra.run.dir or use trainer.resume=auto",
-            )
-        previous = storage.read_text(self.path("config.yaml"))
-        if has_ckpt and previous:
-            self._check_same_config(OmegaConf.create(previous))
-
-    # Keys a resumed run may change: they do not alter what is trained.
-    RESUMABLE_CHANGES = ("trainer.resume", "logger.", "compile_cache.", "output_dir", "sweep.", "validate.")
-
-    def _check_same_config(self, previous: Any) -> None:
-        """Resuming with another config would silently mix two experiments in one run dir."""
-        before = flatten(OmegaConf.to_container(previous, resolve=True))
-        now = flatten(OmegaConf.to_container(self.cfg, resolve=True))
-        for key in sorted(set(before) | set(now)):
-            if key.startswith(self.RESUMABLE_CHANGES) or before.get(key) == now.get(key):
-                continue
-            raise ConfigError(
-                key,
-                now.get(key),
-                f"{self.run_dir} was trained with {key}={before.get(key)!r}; resume with the same config "
-                "or choose another hydra.run.dir",
-            )
+        # the entry point ran the same checks before importing JAX; a session built elsewhere runs them here
+        rundir.check_run_dir(self.conf, self.cfg, self.run_dir)
 
     def _load_data(self, tokenizer: Any) -> None:
         splits = render_splits(
@@ -258,8 +229,12 @@ class TrainingSession:
         self._print_summary(summary)
         if stop_cause is not None:
             raise stop_cause
+        if status == "interrupted" and steps == 0:  # nothing to resume from: say so
+            raise RunError(f"{self.run_dir}: interrupted before step 1, no checkpoint saved; rerun to start again")
         if status == "interrupted":
-            raise RlexpError(f"interrupted at step {steps}; checkpoint saved — rerun the same command to resume")
+            raise RunError(
+                f"{self.run_dir}: interrupted at step {steps}, checkpoint saved; rerun the same command to resume"
+            )
         return summary
 
     def _summary(self, status: str, steps: int, wall: float) -> dict[str, Any]:

@@ -183,5 +183,5 @@ def test_status_of_a_missing_dir_is_one_line(capsys: pytest.CaptureFixture) -> N
     assert jobs_main(["status", "/no/such/sweep"]) == 2
     assert (
         capsys.readouterr().err.strip()
-        == "rlexp: error: /no/such/sweep: no such run or sweep dir, and not a JobSet name"
+        == "rlexp: error: target=/no/such/sweep: no such run or sweep dir, and not a JobSet name; check the path"
     )

@@ -84,7 +84,9 @@ def test_a_bad_value_raises_hydras_error_and_leaves_the_shared_composition_as_it
 
 def _files(sweep: Path) -> dict[str, str]:
     skip = ("launcher.json", "sweep.json", "report.html", "multirun.yaml")
-    return {str(p.relative_to(sweep)): p.read_text() for p in sorted(sweep.rglob("*")) if p.is_file() and p.name not in skip}
+    return {
+        str(p.relative_to(sweep)): p.read_text() for p in sorted(sweep.rglob("*")) if p.is_file() and p.name not in skip
+    }
 
 
 def test_cli_sweep_writes_what_hydras_basic_sweeper_does_and_composes_once(
@@ -186,10 +188,39 @@ def test_schema_shape_cache_agrees_with_the_full_validation() -> None:
 
 
 def test_section_dumps_equal_one_dump_of_the_whole() -> None:
-    from rlexp.launch.gke import _Dumper, _SectionDumps
+    from rlexp.launch.gke import _SectionDumps
+    from rlexp.launch.yaml_text import _Dumper
 
     dumps = _SectionDumps()
     data = {"a": {"b": [1, "x y", {"c": None}], "long": "w " * 60}, "e": [], "f": {}, "g": "yes", "h": 1.5e-7}
     for _ in range(2):
         assert dumps.dump(data) == yaml.dump(data, Dumper=_Dumper, sort_keys=False)
     assert dumps.dump({}) == yaml.dump({}, Dumper=_Dumper, sort_keys=False)
+
+
+def test_yaml_writer_equals_pyyaml_and_takes_manifests_itself() -> None:
+    import random
+
+    from rlexp.launch import yaml_text
+
+    rng = random.Random(0)
+    words = ["a", "on", "", "it's", "1e3", "- x", "#a", "a: b", "$(X)", "é", "x\ny", "Null", "0755", "12:30"]
+    words += ["gs://b/x-1", "a b", "w " * 50, "k" * 130, "true", " lead", "--flag=$(HEAD):29000"]
+
+    def value(depth: int) -> object:
+        r = rng.random()
+        if depth > 3 or r < 0.5:
+            return rng.choice([rng.choice(words), rng.randint(-5, 10**9), rng.choice([0.5, 1e-7, 3e16]), True, None])
+        if r < 0.75:
+            return {
+                rng.choice(words) if rng.random() < 0.3 else f"k{i}": value(depth + 1) for i in range(rng.randint(0, 3))
+            }
+        return [value(depth + 1) for _ in range(rng.randint(0, 3))]
+
+    for _ in range(400):
+        data = {f"k{i}": value(1) for i in range(rng.randint(0, 4))} if rng.random() < 0.5 else [value(1)]
+        assert yaml_text.dump(data) == yaml.dump(data, Dumper=yaml_text._Dumper, sort_keys=False)
+    for manifest in _manifests(2):
+        out: list[str] = []
+        yaml_text._mapping(manifest, 0, out)  # raises _Hard if it would hand the manifest to PyYAML
+        assert "".join(out) == yaml.dump(manifest, Dumper=yaml_text._Dumper, sort_keys=False)

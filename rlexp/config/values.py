@@ -1,0 +1,116 @@
+"""Value checks every key gets before the cross-group rules of `validate.py`: finite numbers, known words,
+ranges of keys no other rule reads early (optimizer betas, data fractions, preflight sizes, the objective).
+
+Each raises `ConfigError` naming the key the user set (`slice.num_slices=0`, not the `slice.devices` it
+derives). Pure Python: no JAX.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+from typing import Any
+
+from rlexp.config.schema import RlexpConfig
+from rlexp.errors import ConfigError
+
+# The words a key accepts, where the schema types it as a plain string.
+CHOICES: dict[str, tuple[str, ...]] = {
+    "logger.mode": ("auto", "online", "offline", "disabled"),
+    "sweep.direction": ("maximize", "minimize"),
+    "dataset.format": ("auto", "jsonl", "json", "parquet"),
+    "slice.kind": ("cpu", "gpu", "tpu"),
+}
+# summary.json keys with a number (rlexp.train.session writes them); `objective=` must name one.
+EVAL_METRICS = ("pass_at_1", "greedy_accuracy")
+SUMMARY_NUMBERS = (
+    *(f"eval.{when}.{m}" for when in ("before", "after") for m in EVAL_METRICS),
+    *(f"eval.gain.{m}" for m in EVAL_METRICS),
+    "eval.before.step",
+    "eval.after.step",
+    "train.steps",
+    "train.max_steps",
+    "train.wall_seconds",
+    "train.processes",
+    "data.train_rows",
+    "data.eval_rows",
+)
+
+
+def _walk(node: Any, prefix: str) -> Any:
+    """(dotted key, value) of every leaf of a dataclass tree, list items as key[i]."""
+    if dataclasses.is_dataclass(node):
+        for f in dataclasses.fields(node):
+            yield from _walk(getattr(node, f.name), f"{prefix}{f.name}.")
+    elif isinstance(node, dict):
+        for k, v in node.items():
+            yield from _walk(v, f"{prefix}{k}.")
+    elif isinstance(node, list | tuple):
+        for i, v in enumerate(node):
+            yield from _walk(v, f"{prefix[:-1]}[{i}].")
+    else:
+        yield prefix[:-1], node
+
+
+def check_finite(cfg: Any) -> None:
+    """NaN or infinity in any number of the config (dict fields such as model.extra included)."""
+    for key, value in _walk(cfg, ""):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(key, value, "use a finite number")
+
+
+def _between(key: str, value: float, lo: float, hi: float, *, lo_open: bool = False, hi_open: bool = False) -> None:
+    below = value <= lo if lo_open else value < lo
+    above = value >= hi if hi_open else value > hi
+    if below or above:
+        span = f"{'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
+        raise ConfigError(key, value, f"use a value in {span}")
+
+
+def _at_least(key: str, value: int | None, lo: int, what: str = "") -> None:
+    if value is not None and value < lo:
+        raise ConfigError(key, value, what or f"use an integer >= {lo}")
+
+
+def check_objective(objective: str) -> None:
+    """`objective=` must name a number summary.json will hold; checked before training, not after it."""
+    if objective not in SUMMARY_NUMBERS:
+        near = difflib.get_close_matches(objective, SUMMARY_NUMBERS, n=1, cutoff=0.6)
+        hint = f"did you mean {near[0]}? " if near else ""
+        listing = ", ".join(SUMMARY_NUMBERS)
+        raise ConfigError("objective", objective, f"not a number summary.json holds; {hint}use one of {listing}")
+
+
+def check_values(cfg: RlexpConfig) -> None:
+    """Raise ConfigError on the first value outside what its key accepts."""
+    check_finite(cfg)
+    for key, allowed in CHOICES.items():
+        group, name = key.split(".")
+        value = getattr(getattr(cfg, group), name)
+        if value not in allowed:
+            raise ConfigError(key, value, f"use one of {', '.join(allowed)}")
+    t, d, s, v = cfg.trainer, cfg.dataset, cfg.slice, cfg.validate
+    _between("trainer.adam_b1", t.adam_b1, 0, 1, hi_open=True)
+    _between("trainer.adam_b2", t.adam_b2, 0, 1, hi_open=True)
+    if t.lora.rank > 0 and t.lora.alpha <= 0:
+        raise ConfigError("trainer.lora.alpha", t.lora.alpha, "use a scale > 0 for the LoRA adapters")
+    _between("dataset.eval_fraction", d.eval_fraction, 0, 1, lo_open=True, hi_open=True)
+    if d.train_size == 0 or d.train_size < -1:
+        raise ConfigError("dataset.train_size", d.train_size, "use a row count > 0, or -1 for all rows")
+    _at_least("dataset.eval_size", d.eval_size, 0, "use a row count >= 0")
+    _at_least("slice.num_slices", s.num_slices, 1)  # before slice.devices, which is derived from it
+    _at_least("slice.nodes", s.nodes, 1)
+    _at_least("slice.gpus_per_node", s.gpus_per_node, 0)
+    _at_least("slice.mesh.tp", s.mesh.tp, 1)
+    if s.mesh.fsdp != -1 and s.mesh.fsdp < 1:
+        raise ConfigError("slice.mesh.fsdp", s.mesh.fsdp, "use -1 (every device not used by tp) or an integer >= 1")
+    if s.hbm_gib_per_device < 0:
+        raise ConfigError("slice.hbm_gib_per_device", s.hbm_gib_per_device, "use 0 (unknown) or the GiB of one device")
+    _at_least("validate.rows", v.rows, 1)
+    _at_least("validate.generations", v.generations, 1)
+    _at_least("validate.max_new_tokens", v.max_new_tokens, 1, "use null (trainer.max_completion_tokens) or >= 1")
+    for i, f in enumerate(cfg.reward.functions):
+        if len(f.range) != 2 or f.range[0] > f.range[1]:
+            raise ConfigError(f"reward.functions[{i}].range", list(f.range), "use [low, high] with low <= high")
+    check_objective(cfg.objective)
