@@ -215,14 +215,84 @@ def _memory(cfg: RlexpConfig, rep: _Report) -> dict[str, Any] | None:
     return est
 
 
+def _cost(cfg: RlexpConfig, rep: _Report) -> dict[str, Any] | None:
+    """Chip-hours and cost of the run (rlexp.config.cost); an unreadable calibration run dir fails the check."""
+    from rlexp.config.cost import estimate_cost, format_cost
+
+    est = rep.run("cost", lambda: estimate_cost(cfg))
+    if est is not None:
+        rep.checks[-1]["detail"] = format_cost(est)
+    return est
+
+
 def _needs_download(cfg: RlexpConfig) -> bool:
     path = cfg.model.path or ""
     return not path or "://" in path
 
 
+def _tokenizer_here(cfg: RlexpConfig) -> Any:
+    """The model's tokenizer when this machine has it without downloading (a local folder, or the hub cache)."""
+    m = cfg.model
+    from rlexp.models.loader import load_tokenizer
+
+    if m.path and "://" not in m.path:
+        return load_tokenizer(m)
+    if m.path or not m.hf_id:
+        return None
+    from huggingface_hub import snapshot_download
+
+    from rlexp.models.hub import CONFIG_AND_TOKENIZER_FILES
+    from rlexp.models.tokenizer import load_tokenizer_dir
+
+    try:
+        folder = snapshot_download(m.hf_id, allow_patterns=list(CONFIG_AND_TOKENIZER_FILES), local_files_only=True)
+    except Exception:  # noqa: BLE001 - not in the cache (huggingface_hub raises several types for that)
+        return None
+    return load_tokenizer_dir(folder)
+
+
+def _data_checks(cfg: RlexpConfig, splits: Any, rep: _Report, result: dict[str, Any]) -> None:
+    """What training checks on its data before the first step: prompts rendered and length-filtered as training
+    renders them (when the tokenizer is here), max_steps against the rows left, doubled turn markers."""
+    from rlexp.config.validate import check_steps
+    from rlexp.data.templates import MARKER_ROWS, marker_problems, render_rows, render_splits
+
+    t, dt, ct = cfg.trainer, cfg.data_template, cfg.chat_template
+    tokenizer = rep.run("tokenizer", lambda: _tokenizer_here(cfg))
+    if tokenizer is None and rep.checks[-1]["status"] == "ok":
+        rep.checks.pop()
+        rep.add(
+            "prompt_lengths",
+            "skipped",
+            f"model {cfg.model.name}'s tokenizer is not here: prompts over trainer.max_prompt_tokens="
+            f"{t.max_prompt_tokens} are not filtered out, so the rows counted below include them",
+        )
+    fitting = splits
+    if tokenizer is not None:
+        fitting = rep.run("prompt_lengths", lambda: render_splits(splits, dt, ct, tokenizer, t.max_prompt_tokens))
+        if fitting is None:
+            return
+        result["dataset"].update(
+            train_rows=len(fitting.train), eval_rows=len(fitting.eval), skipped=dict(fitting.skipped)
+        )
+    if cfg.dataset.train_size < 0 or len(fitting.train) < cfg.dataset.train_size:
+        rep.run("steps_fit_data", lambda: check_steps(cfg, len(fitting.train)))
+    if ct.chat == "tokenizer" and tokenizer is None:
+        rep.add("turn_markers", "skipped", "chat_template.chat=tokenizer needs the model's tokenizer, not here")
+        return
+    # the first rows before the length filter, as training checks them (doubled markers may empty the filter)
+    problems = marker_problems(render_rows(splits.train[:MARKER_ROWS], dt, ct, tokenizer), dt, ct)
+    rep.add("turn_markers", "failed" if problems else "ok", "; ".join(problems))
+
+
+def _not_run(rep: _Report, names: tuple[str, ...], why: str) -> None:
+    for name in names:
+        if not any(c["name"] == name for c in rep.checks):
+            rep.add(name, "skipped", why)
+
+
 def preflight(cfg: RlexpConfig, out_dir: str, *, allow_downloads: bool = True) -> dict[str, Any]:
     """Run every check, write `<out_dir>/validation.json` and return its content (`ok` says whether all passed)."""
-    from rlexp.config.validate import check_steps
     from rlexp.data.registry import load_splits
     from rlexp.data.templates import doubled_markers, render_prompt
 
@@ -235,6 +305,7 @@ def preflight(cfg: RlexpConfig, out_dir: str, *, allow_downloads: bool = True) -
         return result
     rep.run("config", lambda: check_config(cfg))
     result["memory"] = _memory(cfg, rep)
+    result["cost"] = _cost(cfg, rep)
     given = rep.run("completions_file", lambda: read_completions(v.completions)) if v.completions else None
     if v.completions and given is None:  # stop at the first input error: no dataset, no model
         result.update(ok=False, checks=rep.checks, skipped=rep.skipped)
@@ -256,8 +327,9 @@ def preflight(cfg: RlexpConfig, out_dir: str, *, allow_downloads: bool = True) -
         if splits.skipped:  # rows training would drop (corrupt lines, missing fields): counted, never silent
             dropped = ", ".join(f"{n} {why}" for why, n in sorted(splits.skipped.items()))
             rep.add("dataset_rows", "warning", f"{dropped} (of {cfg.dataset.name}); training skips these rows")
-        if cfg.dataset.train_size < 0 or len(splits.train) < cfg.dataset.train_size:
-            rep.run("steps_fit_data", lambda: check_steps(cfg, len(splits.train)))
+        _data_checks(cfg, splits, rep, result)
+    elif any(c["name"] == "dataset" and c["status"] == "skipped" for c in rep.checks):
+        _not_run(rep, ("prompt_lengths", "steps_fit_data", "turn_markers"), "needs the dataset's rows")
     items: list[dict[str, Any]] = []
     if v.completions and given is not None:
         known = {r["id"]: r for r in (splits.train + splits.eval)} if splits else {}
@@ -275,6 +347,7 @@ def preflight(cfg: RlexpConfig, out_dir: str, *, allow_downloads: bool = True) -
         rows = splits.train[: v.rows]
         if not allow_downloads and _needs_download(cfg):
             rep.add("completions", "skipped", f"model {cfg.model.name} is not downloaded here")
+            rep.add("rewards", "skipped", "no completions to score here (validate.completions=<jsonl> scores some)")
         else:
             items = rep.run("completions", lambda: _sampled_items(cfg, rows)) or []
     if items:
@@ -284,7 +357,8 @@ def preflight(cfg: RlexpConfig, out_dir: str, *, allow_downloads: bool = True) -
             if "question" in it
             for p in doubled_markers(it, cfg.data_template, cfg.chat_template, it["prompt"])
         ]
-        rep.add("turn_markers", "failed" if problems else "ok", "; ".join(dict.fromkeys(problems)))
+        if not any(c["name"] == "turn_markers" for c in rep.checks):  # else the dataset's prompts were checked
+            rep.add("turn_markers", "failed" if problems else "ok", "; ".join(dict.fromkeys(problems)))
         result["example_prompt"] = {"id": items[0]["id"], "prompt": items[0]["prompt"]}
         print(f"rlexp: example prompt (row {items[0]['id']}):\n{items[0]['prompt']}\n---", flush=True)
         if cfg.model.instruction_tuned and cfg.chat_template.chat is None:
@@ -302,8 +376,10 @@ def preflight(cfg: RlexpConfig, out_dir: str, *, allow_downloads: bool = True) -
         result["rewards"] = summary
         result["zero_variance_share"] = zero_variance_share(items, totals)
         result["rows"] = rows_out
-    elif not rep.skipped:
+    elif not any(c["name"] in ("dataset", "completions") and c["status"] == "skipped" for c in rep.checks):
         rep.add("rows", "failed", "no rows to score")
+    if not items and splits is None and given is None:
+        _not_run(rep, ("rewards",), "needs the dataset's rows")
     result.update(ok=rep.ok, checks=rep.checks, skipped=rep.skipped)
     _write(out_dir, result)
     return result
@@ -351,4 +427,11 @@ def print_summary(result: dict[str, Any]) -> None:
     zv = result.get("zero_variance_share")
     if zv is not None:
         print(f"rlexp: prompt groups with zero reward variance: {zv:.0%}")
-    print(f"rlexp: preflight {'passed' if result['ok'] else 'FAILED'}")
+    for c in result["checks"]:
+        if c["name"] == "cost" and c["status"] == "ok":
+            print(f"rlexp: {c['detail']}")
+    not_run = [c["name"] for c in result["checks"] if c["status"] == "skipped"]
+    verdict = "passed" if result["ok"] else "FAILED"
+    if not_run:  # a pass that skipped checks says which, so it is not read as a full pass
+        verdict += f"; {len(not_run)} check(s) could not run here: {', '.join(not_run)}"
+    print(f"rlexp: preflight {verdict}")

@@ -227,6 +227,16 @@ class ValidateConfig:
 
 
 @dataclass
+class CostConfig:
+    """Chip-hours and cost per run (rlexp/config/cost.py): printed by validate and launches, kept in summary.json."""
+
+    price_per_chip_hour: float | None = None  # USD; null: the accelerator's public on-demand list price
+    step_time_s: float | None = None  # seconds per step; null: calibration, measured table, roofline estimate
+    calibration: str | None = None  # run dir of a short run of this config: its median perf/step_time_sec
+    completion_fill: float = 1.0  # share of max_completion_tokens a completion uses in the roofline estimate
+
+
+@dataclass
 class RlexpConfig:
     model: ModelConfig = MISSING
     dataset: DatasetConfig = MISSING
@@ -243,6 +253,7 @@ class RlexpConfig:
     sweep: SweepConfig = field(default_factory=SweepConfig)
     compile_cache: CompileCacheConfig = field(default_factory=CompileCacheConfig)
     validate: ValidateConfig = field(default_factory=ValidateConfig)
+    cost: CostConfig = field(default_factory=CostConfig)
 
 
 GROUP_SCHEMAS: dict[str, type] = {

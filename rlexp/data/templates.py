@@ -8,7 +8,8 @@ Face tokenizer at hand the Jinja runs through `tokenizer.apply_chat_template`, s
 environment configured the same way. `chat: tokenizer` uses the template the tokenizer ships.
 
 `doubled_markers` finds the seeds' known failure: a data template that already contains turn
-markers, wrapped by a chat template that adds them again.
+markers, wrapped by a chat template that adds them again; the preflight reports it and training
+refuses to start with it (`check_turn_markers`).
 """
 
 from __future__ import annotations
@@ -108,6 +109,30 @@ def doubled_markers(row: Row, data: DataTemplateConfig, chat: ChatTemplateConfig
         if re.search(re.escape(m) + r"[A-Za-z_]*\s*" + re.escape(m), prompt):
             problems.append(f"turn marker {m!r} appears twice in a row")
     return problems
+
+
+MARKER_ROWS = 64  # the guard's sample: doubled markers come from the templates, so every row shows them
+
+
+def marker_problems(rows: Iterable[Row], data: DataTemplateConfig, chat: ChatTemplateConfig) -> list[str]:
+    """`doubled_markers` over rendered rows (each with its `prompt`), every distinct problem once."""
+    found: dict[str, None] = {}
+    for r in rows:
+        found.update(dict.fromkeys(doubled_markers(r, data, chat, r["prompt"])))
+    return list(found)
+
+
+def check_turn_markers(rows: list[Row], data: DataTemplateConfig, chat: ChatTemplateConfig, tokenizer: Any) -> None:
+    """The preflight's turn-marker guard, for training: the first rows rendered (before the length filter, which
+    doubled markers may empty), and the run refused in one line before its first step."""
+    sample = render_rows(rows[:MARKER_ROWS], data, chat, tokenizer)
+    problems = marker_problems(sample, data, chat)
+    if problems:
+        raise ConfigError(
+            "data_template",
+            data.name,
+            f"with chat_template={chat.name} the prompts are malformed: {'; '.join(problems)}",
+        )
 
 
 def prompt_tokens(tokenizer: Any, prompt: str) -> int:

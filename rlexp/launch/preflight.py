@@ -1,9 +1,10 @@
 """The checks a launcher runs before it submits anything.
 
 Per job (cheap, no downloads): the config rules (`rlexp.checks.check_config`), the mesh against the slice, the
-memory estimate. Once per distinct model/data combination of a sweep: the project's preflight
-(`rlexp.checks.preflight`) with downloads disabled, so it checks the tokenizer, data and weights only when
-they are at hand and says what it skipped. A dry run therefore needs neither weights nor network.
+memory estimate, the cost estimate (`rlexp.config.cost`; each distinct one printed, and the sweep's total). Once
+per distinct model/data combination of a sweep: the project's preflight (`rlexp.checks.preflight`) with downloads
+disabled, so it checks the tokenizer, data and weights only when they are at hand and names every check it could
+not run. A dry run therefore needs neither weights nor network.
 """
 
 from __future__ import annotations
@@ -53,9 +54,13 @@ class SharedChecks:
         self.done: dict[tuple, dict] = {}
         self.skipped: set[str] = set()
         self.estimates: dict[str, tuple] = {}
+        self.costs: list[dict] = []  # one per job
 
     def run_once(self, cfg: RlexpConfig, raw: Any, out_dir: Path) -> None:
+        from rlexp.config.cost import estimate_cost
+
         self._estimate(cfg)
+        self.costs.append(estimate_cost(cfg))
         key = (
             repr(raw.get("model")),
             repr(raw.get("dataset")),
@@ -95,8 +100,20 @@ class SharedChecks:
             print(f"rlexp: {line}")
         if len(lines) > MAX_ESTIMATE_LINES:
             print(f"rlexp: ... {len(lines) - MAX_ESTIMATE_LINES} more distinct memory estimates in this sweep")
+        from rlexp.config.cost import format_cost, format_total, sweep_total
+
+        lines = list(dict.fromkeys(format_cost(c) for c in self.costs))
+        for line in lines[:MAX_ESTIMATE_LINES]:
+            print(f"rlexp: {line}")
+        if len(lines) > MAX_ESTIMATE_LINES:
+            print(f"rlexp: ... {len(lines) - MAX_ESTIMATE_LINES} more distinct cost estimates in this sweep")
+        if len(self.costs) > 1:
+            print(f"rlexp: {format_total(sweep_total(self.costs))}")
         if self.skipped:
-            print("rlexp: preflight skipped (not downloaded here): " + "; ".join(sorted(self.skipped)))
+            print(
+                "rlexp: preflight could not run here (the job runs them when it starts): "
+                + "; ".join(sorted(self.skipped))
+            )
 
 
 def _skipped(result: dict) -> list[str]:

@@ -23,7 +23,7 @@ from rlexp.config.derived import loads_reference_copy
 from rlexp.config.schema import RlexpConfig
 from rlexp.config.validate import check_steps
 from rlexp.data.registry import load_splits
-from rlexp.data.templates import render_splits
+from rlexp.data.templates import check_turn_markers, render_splits
 from rlexp.errors import ConfigError, RlexpError, RunError
 from rlexp.rewards.compose import build_rewards
 from rlexp.train import rundir
@@ -62,12 +62,10 @@ class TrainingSession:
         rundir.check_run_dir(self.conf, self.cfg, self.run_dir)
 
     def _load_data(self, tokenizer: Any) -> None:
+        raw = load_splits(self.conf.dataset)
+        check_turn_markers(raw.train, self.conf.data_template, self.conf.chat_template, tokenizer)  # as the preflight
         splits = render_splits(
-            load_splits(self.conf.dataset),
-            self.conf.data_template,
-            self.conf.chat_template,
-            tokenizer,
-            self.conf.trainer.max_prompt_tokens,
+            raw, self.conf.data_template, self.conf.chat_template, tokenizer, self.conf.trainer.max_prompt_tokens
         )
         check_steps(self.conf, len(splits.train))  # after filtering: the rows that will really be trained on
         if not splits.eval:
@@ -181,8 +179,11 @@ class TrainingSession:
         resolved = OmegaConf.to_container(self.cfg, resolve=True)
         if self.primary:
             storage.write_text(self.path("config.yaml"), OmegaConf.to_yaml(self.cfg, resolve=True))
+        from rlexp.models.loader import load_tokenizer
+
+        # data first: a config the data refuses (too few steps, doubled turn markers) fails before any weights load
+        self._load_data(load_tokenizer(self.conf.model))
         tokenizer, actor, reference = self._load_models()
-        self._load_data(tokenizer)
         self.rewards = build_rewards(self.conf.reward)
         self.cluster = build_cluster(self.conf, actor, reference, tokenizer, self.meshes, self.collector, self.run_dir)
         learner = build_learner(self.conf, self.cluster, self.rewards.fns, [self.metric_fn])
@@ -240,6 +241,8 @@ class TrainingSession:
     def _summary(self, status: str, steps: int, wall: float) -> dict[str, Any]:
         from hydra.core.hydra_config import HydraConfig
 
+        from rlexp.config.cost import summary_cost
+
         overrides = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
         summary = {
             "run_name": self.conf.run_name,
@@ -257,6 +260,7 @@ class TrainingSession:
                 "eval_rows": len(self.eval_rows),
                 "skipped": self.data_skipped,
             },
+            "cost": summary_cost(self.conf, wall),  # estimate and actual chip-hours side by side
             "versions": rundir.versions(),
             "overrides": overrides,
         }

@@ -143,3 +143,29 @@ def test_submitting_the_placeholder_image_is_refused(
     assert run_cli(monkeypatch, *OMI2, "hydra.launcher.dry_run=true", f"hydra.run.dir={tmp_path / 'b'}") == 0
     assert run_cli(monkeypatch, *OMI2, f"hydra.launcher.image={TEST_IMAGE}", f"hydra.run.dir={tmp_path / 'c'}") == 0
     assert _head(api.jobsets[("default", "omi2-r1")])["containers"][0]["image"] == TEST_IMAGE
+
+
+def test_launch_dry_run_prints_each_run_and_the_sweep(
+    tmp_path: Path, make_launcher: object, capsys: pytest.CaptureFixture
+) -> None:
+    base = ["experiment=gemma4_e4b_omi2", "cost.step_time_s=36"]
+    launcher = make_launcher(tmp_path, *base, "hydra.launcher.dry_run=true")  # type: ignore[operator]
+    launcher.launch([[*base, "trainer.max_steps=100"], [*base, "trainer.max_steps=200"]], initial_job_idx=0)
+    out = capsys.readouterr().out
+    assert "rlexp: cost estimate for gemma4_e4b on v6e-32: 100 steps x 36 s" in out
+    assert "200 steps x 36 s [cost.step_time_s] = 2 h x 32 chips = 64 chip-hours x $2.70 = $172.80" in out
+    assert "rlexp: cost estimate for the sweep: 2 runs, 96.0 chip-hours, $259.20" in out
+
+
+def test_single_launch_dry_run_prints_the_estimate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    assert (
+        run_cli(monkeypatch, "experiment=gemma4_e4b_omi2", "hydra.launcher.dry_run=true", f"hydra.run.dir={tmp_path}")
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "rlexp: cost estimate for gemma4_e4b on v6e-32: 500 steps x" in out and "chip-hours x $2.70" in out
+    assert "for the sweep" not in out
+    assert yaml.safe_load((tmp_path / "jobset.yaml").read_text())["kind"] == "JobSet"

@@ -1,0 +1,250 @@
+"""Chip-hours and cost of a run: estimated from its config before it starts, measured after it ran.
+
+estimate: (max_steps x step time + eval time) x billed chips = chip-hours; x price per chip-hour = cost.
+The step time comes from the first of:
+  1. `cost.step_time_s` (seconds, e.g. read off an earlier run's `perf/step_time_sec`);
+  2. `cost.calibration`: the run dir of a short run of the same config (5-10 steps); the median
+     `perf/step_time_sec` of its steps after the first (which compiles) is the step time;
+  3. `STEP_TIME_S`, measured step times per (model, slice);
+  4. a roofline estimate from the model's size and the chips' public peak numbers (`roofline_step_s`): training
+     FLOPs at MFU_TRAIN, rollout decoding bound by HBM bandwidth at DECODE_BW_EFF, every completion running to
+     `max_completion_tokens x cost.completion_fill`. It is a planning number; calibrate before a large sweep.
+actual (summary.json, after the run): the run's wall-clock seconds x billed chips.
+
+Billed chips: every chip of the slice (trainer and rollout) times `slice.num_slices`; GPUs per node x nodes.
+Prices: `PRICE_PER_CHIP_HOUR` (public on-demand list prices) unless `cost.price_per_chip_hour` is set. Pure Python.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import statistics
+from typing import Any
+
+from rlexp.config.derived import loads_reference_copy, trainer_devices
+from rlexp.config.memory import BYTES, kv_cache_bytes_per_sequence, param_count
+from rlexp.config.schema import ModelConfig, RlexpConfig
+from rlexp.errors import ConfigError
+
+# USD per chip-hour, on-demand, as listed on cloud.google.com/tpu/pricing in 2025 (us-central1 / us-east
+# regions; TPU v5p and v6e are priced per chip, v5e likewise). Other regions, Spot and commitments differ: set
+# cost.price_per_chip_hour for yours. GPUs have no entry here (their price depends on the provider).
+PRICE_PER_CHIP_HOUR: dict[str, float] = {"v5p": 4.20, "v6e": 2.70, "v5litepod": 1.20, "cpu": 0.0}
+PRICE_SOURCE = "cloud.google.com/tpu/pricing, on-demand list price (2025)"
+
+# Public per-chip peaks: bf16 FLOP/s and HBM bytes/s (Cloud TPU system architecture pages; NVIDIA H200 sheet).
+PEAK: dict[str, tuple[float, float]] = {
+    "v5p": (459e12, 2765e9),
+    "v6e": (918e12, 1640e9),
+    "v5litepod": (197e12, 819e9),
+    "h200": (989e12, 4800e9),
+}
+MFU_TRAIN = 0.35  # share of peak FLOP/s a well-sharded training step reaches
+DECODE_BW_EFF = 0.3  # share of HBM bandwidth a decode step reaches (weights and KV cache read once per token)
+# Measured seconds per GRPO step, (model, slice) -> (seconds, where measured).
+STEP_TIME_S: dict[tuple[str, str], tuple[float, str]] = {
+    ("tiny", "cpu"): (0.056, "README: default run, 2-core CPU, steady state"),
+}
+
+
+def accelerator(cfg: RlexpConfig) -> str:
+    """The price/peak key of the slice: TPU generation, GPU type, or cpu."""
+    s = cfg.slice
+    if s.kind == "tpu":
+        return s.name.rpartition("-")[0]
+    if s.kind == "gpu":
+        return str(s.gpu_type or "gpu")
+    return "cpu"
+
+
+def billed_chips(cfg: RlexpConfig) -> int:
+    s = cfg.slice
+    if s.kind == "tpu":
+        return int(s.chips) * int(s.num_slices)
+    if s.kind == "gpu":
+        return int(s.nodes) * int(s.gpus_per_node)
+    return 0  # a local CPU run bills no accelerator
+
+
+def active_params(m: ModelConfig) -> int:
+    """Weights a token passes through: all but the input embedding lookups and the experts not routed to."""
+    n = param_count(m) - m.vocab_size * m.embed_dim * (0 if m.extra.get("tie_word_embeddings") else 1)
+    x = m.extra or {}
+    if m.family == "gpt_oss":
+        e, k, d, f = int(x["num_experts"]), int(x["experts_per_token"]), m.embed_dim, m.hidden_dim
+        n -= m.num_layers * (e - k) * (d * 2 * f + 2 * f + f * d + d)
+    if m.family == "gemma4" and x.get("per_layer_input_dim"):
+        n -= m.vocab_size * m.num_layers * int(x["per_layer_input_dim"])  # per-layer embeddings are lookups
+    return max(n, 1)
+
+
+def _rollout_seconds(cfg: RlexpConfig, prompts: int, generations: int, chips: int) -> float:
+    """Prefill at MFU_TRAIN, then one weights-and-KV read per generated token and rollout micro-batch."""
+    m, t = cfg.model, cfg.trainer
+    flops, bandwidth = PEAK[accelerator(cfg)]
+    completion = t.max_completion_tokens * cfg.cost.completion_fill
+    prefill = 2 * active_params(m) * prompts * generations * t.max_prompt_tokens / (chips * flops * MFU_TRAIN)
+    per_micro = t.rollout_micro_batch_size or t.batch_size
+    micro_batches = math.ceil(prompts / per_micro)
+    sequences = min(per_micro, prompts) * generations
+    kv = kv_cache_bytes_per_sequence(m, int(t.max_prompt_tokens + completion / 2))
+    per_token = (param_count(m) * BYTES[m.param_dtype] + sequences * kv) / (chips * bandwidth * DECODE_BW_EFF)
+    return prefill + micro_batches * completion * per_token
+
+
+def roofline_step_s(cfg: RlexpConfig) -> float | None:
+    """Seconds per GRPO step from the model's size and the slice's peaks; None off known accelerators."""
+    if accelerator(cfg) not in PEAK:
+        return None
+    m, t, s = cfg.model, cfg.trainer, cfg.slice
+    flops = PEAK[accelerator(cfg)][0]
+    n_slices = max(int(s.num_slices), 1)
+    train_chips = trainer_devices(s) * n_slices
+    rollout_chips = (s.rollout_devices or trainer_devices(s)) * n_slices
+    sequences = t.batch_size * t.num_generations
+    tokens = sequences * (t.max_prompt_tokens + t.max_completion_tokens * cfg.cost.completion_fill)
+    per_token = 6 + (2 if loads_reference_copy(t) or t.beta > 0 else 0)  # policy fwd+bwd, reference fwd
+    train = per_token * active_params(m) * tokens * t.num_iterations / (train_chips * flops * MFU_TRAIN)
+    return train + _rollout_seconds(cfg, t.batch_size, t.num_generations, rollout_chips)
+
+
+@functools.lru_cache(maxsize=32)
+def calibrated_step_s(run_dir: str) -> float:
+    """Median `perf/step_time_sec` of a run's steps after its first (compilation), from its metrics.jsonl."""
+    import fsspec
+
+    path = f"{run_dir.rstrip('/')}/metrics.jsonl"
+    try:
+        with fsspec.open(path, "rt") as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+    except (OSError, ValueError) as err:
+        raise ConfigError("cost.calibration", run_dir, f"cannot read {path} ({type(err).__name__})") from None
+    times = [r["perf/step_time_sec"] for r in rows if r.get("step", 0) > 1 and "perf/step_time_sec" in r]
+    if not times:
+        raise ConfigError("cost.calibration", run_dir, "has no perf/step_time_sec after step 1: run 3+ steps first")
+    return float(statistics.median(times))
+
+
+def step_time(cfg: RlexpConfig) -> tuple[float | None, str]:
+    """(seconds per step, where the number comes from)."""
+    c = cfg.cost
+    if c.step_time_s is not None:
+        return float(c.step_time_s), "cost.step_time_s"
+    if c.calibration:
+        return calibrated_step_s(c.calibration), f"calibration {c.calibration}"
+    measured = STEP_TIME_S.get((cfg.model.name, cfg.slice.name))
+    if measured:
+        return measured[0], f"measured ({measured[1]})"
+    rough = roofline_step_s(cfg)
+    if rough is not None:
+        return rough, f"roofline (MFU {MFU_TRAIN}, decode bandwidth {DECODE_BW_EFF})"
+    return None, "unknown: set cost.step_time_s or cost.calibration=<run dir of a short run>"
+
+
+def price(cfg: RlexpConfig) -> tuple[float | None, str]:
+    """(USD per chip-hour, where it comes from)."""
+    if cfg.cost.price_per_chip_hour is not None:
+        return float(cfg.cost.price_per_chip_hour), "cost.price_per_chip_hour"
+    key = accelerator(cfg)
+    if key in PRICE_PER_CHIP_HOUR:
+        return PRICE_PER_CHIP_HOUR[key], PRICE_SOURCE
+    return None, f"no public price for {key} here: set cost.price_per_chip_hour"
+
+
+def _money(chip_hours: float | None, usd: float | None) -> float | None:
+    return None if chip_hours is None or usd is None else round(chip_hours * usd, 2)
+
+
+def estimate_cost(cfg: RlexpConfig) -> dict[str, Any]:
+    """The run's planned chip-hours and cost, with every number it is made of."""
+    t = cfg.trainer
+    seconds, source = step_time(cfg)
+    chips = billed_chips(cfg)
+    evals = t.max_steps // t.eval_every + 2 if t.eval_every else 2  # before, every eval_every, after
+    eval_s = None
+    if seconds is not None and source.startswith("roofline"):
+        chips_rollout = (cfg.slice.rollout_devices or trainer_devices(cfg.slice)) * max(int(cfg.slice.num_slices), 1)
+        eval_s = evals * _rollout_seconds(cfg, t.eval_prompts, t.eval_samples + 1, chips_rollout)
+    # measured step times are steady-state training steps; evals are then left out (they are said to be)
+    hours = None if seconds is None else (t.max_steps * seconds + (eval_s or 0.0)) / 3600
+    chip_hours = None if hours is None else hours * chips
+    usd, price_source = price(cfg)
+    return {
+        "model": cfg.model.name,
+        "slice": cfg.slice.name,
+        "steps": t.max_steps,
+        "step_time_s": None if seconds is None else round(seconds, 4),
+        "step_time_source": source,
+        "eval_s": None if eval_s is None else round(eval_s, 1),
+        "hours": None if hours is None else round(hours, 6),
+        "chips": chips,
+        "chip_hours": None if chip_hours is None else round(chip_hours, 3),
+        "price_per_chip_hour": usd,
+        "price_source": price_source,
+        "cost_usd": _money(chip_hours, usd),
+    }
+
+
+def actual_cost(cfg: RlexpConfig, wall_seconds: float) -> dict[str, Any]:
+    """What the run used: its wall-clock time on every billed chip."""
+    chips = billed_chips(cfg)
+    chip_hours = wall_seconds / 3600 * chips
+    usd, _ = price(cfg)
+    return {
+        "wall_seconds": round(wall_seconds, 2),
+        "chips": chips,
+        "chip_hours": round(chip_hours, 3),
+        "cost_usd": _money(chip_hours, usd),
+    }
+
+
+def summary_cost(cfg: RlexpConfig, wall_seconds: float) -> dict[str, Any]:
+    """summary.json's `cost`: the estimate the run was planned with beside what it used."""
+    try:
+        estimate: dict[str, Any] = estimate_cost(cfg)
+    except ConfigError as err:  # e.g. a calibration run dir that went away: the run itself is fine
+        estimate = {"error": str(err)}
+    return {"estimate": estimate, "actual": actual_cost(cfg, wall_seconds)}
+
+
+def sweep_total(estimates: list[dict[str, Any]]) -> dict[str, Any]:
+    """Chip-hours and cost of a sweep's runs; unknown parts are counted, not guessed."""
+    known = [e for e in estimates if e["chip_hours"] is not None]
+    priced = [e for e in estimates if e["cost_usd"] is not None]
+    return {
+        "runs": len(estimates),
+        "chip_hours": round(sum(e["chip_hours"] for e in known), 3),
+        "cost_usd": round(sum(e["cost_usd"] for e in priced), 2),
+        "runs_without_estimate": len(estimates) - len(known),
+        "runs_without_price": len(estimates) - len(priced),
+    }
+
+
+def format_cost(est: dict[str, Any]) -> str:
+    """One line: how the chip-hours and cost of one run are made up."""
+    head = f"cost estimate for {est['model']} on {est['slice']}: {est['steps']} steps"
+    if est["step_time_s"] is None:
+        return f"{head}, step time {est['step_time_source']}"
+    evals = f" + evals {est['eval_s'] / 3600:.2f} h" if est["eval_s"] else ""
+    hours = est["hours"]
+    span = f"{hours:.3g} h" if hours >= 0.1 else f"{hours * 3600:.3g} s"
+    text = f"{head} x {est['step_time_s']:.3g} s [{est['step_time_source']}]{evals} = {span}"
+    if not est["chips"]:
+        return f"{text} on the local CPU (no accelerator billed)"
+    text += f" x {est['chips']} chips = {est['chip_hours']:.4g} chip-hours"
+    if est["cost_usd"] is None:
+        return f"{text}; cost: {est['price_source']}"
+    return f"{text} x ${est['price_per_chip_hour']:.2f} = ${est['cost_usd']:,.2f} [{est['price_source']}]"
+
+
+def format_total(total: dict[str, Any]) -> str:
+    text = f"cost estimate for the sweep: {total['runs']} runs, {total['chip_hours']:.1f} chip-hours, "
+    text += f"${total['cost_usd']:,.2f}"
+    missing = [
+        f"{total[k]} {k.replace('runs_', '').replace('_', ' ')}"
+        for k in ("runs_without_estimate", "runs_without_price")
+        if total[k]
+    ]
+    return text + (f" ({', '.join(missing)} not included)" if missing else "")

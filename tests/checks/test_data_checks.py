@@ -1,0 +1,155 @@
+"""The data checks before a run: the turn-marker guard in training, the launch preflight naming what it could
+not run, prompt lengths filtered with the tokenizer at hand, and `rlexp.validate` loading a reachable hub dataset.
+
+Each goes through the user's command (`python -m rlexp`, `python -m rlexp.validate`), in-process so that the
+model loader and the hub client can be replaced by recorders.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from rlexp.checks.preflight import preflight
+from tests.helpers import REPO, compose_conf
+from tests.launch.conftest import run_cli
+
+FIX = REPO / "tests" / "fixtures" / "recipes"
+SEED_TEMPLATE = "<start_of_turn>user\\n{system_prompt}\\n\\n{question}<end_of_turn>\\n<start_of_turn>model"
+
+
+def _status(result: dict) -> dict[str, str]:
+    return {c["name"]: c["status"] for c in result["checks"]}
+
+
+def test_training_refuses_doubled_markers_before_loading_weights(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    import rlexp.models.loader as loader
+
+    loaded: list[str] = []
+    monkeypatch.setattr(loader, "load_model", lambda *a, **k: loaded.append("weights") or 1 / 0)
+    rc = run_cli(
+        monkeypatch,
+        "chat_template=chatml",
+        "data_template.template='<|im_start|>user\\n{question}'",  # the seeds' bug: markers in the data template
+        "trainer.max_steps=2",
+        "trainer.eval_every=2",
+        "trainer.checkpoint_every=2",
+        "logger=none",
+        f"hydra.run.dir={tmp_path}",
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and loaded == []  # refused before any weights were read
+    assert [line for line in err if line.startswith("rlexp: error:")] == [err[-1]]
+    assert err[-1].startswith(
+        "rlexp: error: data_template='plain': with chat_template=chatml the prompts are malformed"
+    )
+    assert "'<|im_start|>'" in err[-1] and not (tmp_path / "metrics.jsonl").exists()
+
+
+def test_launch_preflight_names_the_checks_it_could_not_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # nothing cached: the hub dataset is not here
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    run_dir = tmp_path / "run"
+    assert (
+        run_cli(monkeypatch, "experiment=gemma4_e4b_omi2", "hydra.launcher.dry_run=true", f"hydra.run.dir={run_dir}")
+        == 0
+    )
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if "could not run" in x]
+    for name in ("dataset: nvidia/OpenMathInstruct-2", "prompt_lengths", "steps_fit_data", "turn_markers", "rewards"):
+        assert name in line, name
+    status = _status(json.loads((run_dir / "validation.json").read_text()))
+    assert {k: v for k, v in status.items() if v == "skipped"}.keys() >= {"dataset", "turn_markers", "rewards"}
+
+
+def test_launch_refuses_doubled_markers_in_local_data_without_the_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    over = [
+        "experiment=gemma4_e4b_omi2",
+        f"dataset.source={FIX / 'omi2_train_1M.jsonl'}",
+        "trainer.batch_size=2",
+        "trainer.micro_batch_size=1",
+        "trainer.rollout_micro_batch_size=2",
+        "trainer.max_steps=4",
+        f"data_template.template='{SEED_TEMPLATE}'",
+        "hydra.launcher.dry_run=true",
+        f"hydra.run.dir={tmp_path}",
+    ]
+    assert run_cli(monkeypatch, *over) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "preflight failed (turn_markers:" in err and "<start_of_turn>" in err
+    assert not (tmp_path / "jobset.yaml").exists()
+
+
+def test_preflight_counts_train_rows_after_the_length_filter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    rows = [{"question": "1+" * 12 + "1=" if i % 2 else f"{i % 9}+1=", "answer": "13" if i % 2 else str(i % 9 + 1)}
+            for i in range(40)]  # fmt: skip
+    source = tmp_path / "arith.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    over = ["dataset=jsonl", f"dataset.source={source}", "dataset.train_size=-1", "dataset.eval_size=-1",
+            "dataset.eval_fraction=0.1", "trainer.max_steps=3"]  # fmt: skip
+    # the builtin tiny model: its tokenizer is here, so 16-token prompts are counted as training counts them
+    result = preflight(compose_conf(over), str(tmp_path / "a"), allow_downloads=False)
+    status = _status(result)
+    assert status["tokenizer"] == "ok" and status["prompt_lengths"] == "ok" and status["turn_markers"] == "ok"
+    assert result["dataset"]["skipped"]["prompt_too_long"] >= 15 and result["dataset"]["train_rows"] <= 21
+    steps = next(c for c in result["checks"] if c["name"] == "steps_fit_data")
+    assert steps["status"] == "failed" and "gives only 2 steps" in steps["detail"]  # 36 raw rows would give 4
+    # a hub model whose tokenizer is not cached: the filter cannot run, and the result says so
+    result = preflight(compose_conf([*over, "model=qwen3_0_6b"]), str(tmp_path / "b"), allow_downloads=False)
+    status = _status(result)
+    assert status["prompt_lengths"] == "skipped" and status["steps_fit_data"] == "ok" and "tokenizer" not in status
+    assert "rewards" in result["skipped"][-1] and status["completions"] == "skipped"
+
+
+def _hub(monkeypatch: pytest.MonkeyPatch, calls: list) -> None:
+    """`datasets.load_dataset` answering like the hub: rows when online, nothing cached when offline."""
+    import datasets
+
+    def load_dataset(path: str, name: str | None = None, split: str | None = None, **kw: object) -> list:
+        offline = datasets.config.HF_HUB_OFFLINE
+        calls.append((path, name, split, offline))
+        if offline:
+            raise ConnectionError(f"Couldn't reach '{path}' on the Hub (OfflineModeIsEnabled)")
+        return [{"question": f"What is {i}+{i}?", "answer": f"{i}+{i}={2 * i}\n#### {2 * i}"} for i in range(12)]
+
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+
+
+def test_validate_loads_a_reachable_hub_dataset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    from rlexp import cli
+    from rlexp.validate import main
+
+    calls: list = []
+    _hub(monkeypatch, calls)
+    completions = tmp_path / "c.jsonl"
+    completions.write_text("".join(json.dumps({"id": f"gsm8k-test-{i}", "completion": f"\\boxed{{{2 * i}}}"}) + "\n"
+                                   for i in range(4)))  # fmt: skip
+    over = ["dataset=gsm8k", "dataset.source=someone/gsm8k-copy", "dataset.train_size=8", "dataset.eval_size=4", "trainer.max_steps=1", "trainer.eval_prompts=4",
+            "reward=math", f"validate.completions={completions}", f"hydra.run.dir={tmp_path / 'v'}"]  # fmt: skip
+    monkeypatch.setattr(sys, "argv", ["rlexp.validate", *over])
+    try:
+        cli.run(main)
+    except SystemExit as exit_:
+        assert exit_.code in (0, None), capsys.readouterr()
+    assert calls == [("someone/gsm8k-copy", "main", "train", False), ("someone/gsm8k-copy", "main", "test", False)]
+    result = json.loads((tmp_path / "v" / "validation.json").read_text())
+    assert _status(result)["dataset"] == "ok" and result["dataset"]["train_rows"] == 8
+    assert [r["rewards"]["math"] for r in result["rows"]] == [1.0] * 4
+    out = capsys.readouterr().out
+    assert "rlexp: cost estimate for tiny on cpu" in out and "rlexp: preflight passed" in out
+    # the launch preflight downloads nothing: the same source is skipped there, and said so
+    calls.clear()
+    offline = preflight(compose_conf(over[:-2]), str(tmp_path / "o"), allow_downloads=False)
+    assert calls and all(c[3] for c in calls) and _status(offline)["dataset"] == "skipped"
