@@ -65,36 +65,49 @@ class _ShapeCache:
     """CRD-schema validation of a sweep's manifests in the time of a few leaves each.
 
     The jobs of a sweep render manifests of one shape (keys, list lengths, value types) that differ in a few
-    strings (name, args, output dir). Once a manifest of a shape passed the full validation, another of that
-    shape is valid when each subtree where they differ is: walking down from the root through schema nodes
-    that only constrain shape, every differing subtree is validated against its own schema by the same
-    validator. Anything else (a new shape, a schema node with value keywords above a difference, a failed
-    subtree) takes the full validation, which also words the errors."""
+    strings (name, args, output dir). Once a manifest passed the full validation, another of the same shape is
+    valid when each subtree where they differ is: walking down from the root through schema nodes that only
+    constrain shape, every differing leaf (or subtree under a node with value keywords) is validated against
+    its own schema by the same validator. Anything else (another shape, a failed subtree) takes the full
+    validation, which also words the errors."""
 
     def __init__(self) -> None:
-        self.valid: dict[Any, Any] = {}  # shape -> a manifest of that shape that passed the full validation
+        self.valid: list[Any] = []  # manifests that passed the full validation, the latest first
         self.subvalidators: dict[int, Any] = {}
+        self.plain: dict[int, bool] = {}
 
     def is_valid(self, jobset: dict) -> bool:
-        ref = self.valid.get(_shape(jobset)) if _decomposable() else None
-        return ref is not None and self._same_outcome(ref, jobset, _validator().schema)  # type: ignore[attr-defined]
+        if not _decomposable():
+            return False
+        schema = _validator().schema  # type: ignore[attr-defined]
+        return any(self._same_outcome(ref, jobset, schema) for ref in self.valid)
 
     def remember(self, jobset: dict) -> None:
-        if len(self.valid) < 64:
-            self.valid[_shape(jobset)] = json.loads(json.dumps(jobset))  # a copy: callers own their manifest
+        self.valid = [json.loads(json.dumps(jobset)), *self.valid[:7]]  # a copy: callers own their manifest
+
+    def _is_plain(self, schema: dict) -> bool:
+        if id(schema) not in self.plain:
+            self.plain[id(schema)] = all(k in _SHAPE_KEYWORDS or k.startswith("x-kubernetes-") for k in schema)
+        return self.plain[id(schema)]
 
     def _same_outcome(self, ref: Any, new: Any, schema: Any) -> bool:
+        """Whether `new` validates against `schema` as `ref` (valid) does; False also when their shapes differ."""
         if ref == new or schema is True or schema == {}:
             return True
-        plain = isinstance(schema, dict) and all(k in _SHAPE_KEYWORDS or k.startswith("x-kubernetes-") for k in schema)
-        if plain and isinstance(new, dict):
+        if type(ref) is not type(new) or not isinstance(schema, dict):
+            return False
+        if isinstance(new, dict) and self._is_plain(schema):
+            if new.keys() != ref.keys():
+                return False
             props, extra = schema.get("properties", {}), schema.get("additionalProperties", True)
             for key, value in new.items():
                 sub = props[key] if key in props else extra
-                if value != ref[key] and not isinstance(sub, bool) and not self._same_outcome(ref[key], value, sub):
-                    return False  # (a key the schema forbids or allows without a schema is part of the shape)
+                if value != ref[key] and not self._same_outcome(ref[key], value, sub):
+                    return False
             return True
-        if plain and isinstance(new, list) and isinstance(schema.get("items", {}), dict):
+        if isinstance(new, list) and self._is_plain(schema) and isinstance(schema.get("items", {}), dict):
+            if len(new) != len(ref):
+                return False
             items = schema.get("items", {})
             return all(r == v or self._same_outcome(r, v, items) for r, v in zip(ref, new, strict=True))
         sub_validator = self.subvalidators.get(id(schema))
@@ -108,14 +121,6 @@ def _decomposable() -> bool:
     """False when formats are asserted or references resolve against the root: subtrees do not validate alone."""
     validator = _validator()
     return getattr(validator, "format_checker", None) is None and '"$ref"' not in json.dumps(validator.schema)  # type: ignore[attr-defined]
-
-
-def _shape(node: Any) -> Any:
-    if isinstance(node, dict):
-        return tuple((k, _shape(v)) for k, v in node.items())
-    if isinstance(node, list):
-        return ("[", *(_shape(v) for v in node))
-    return type(node)
 
 
 _SHAPES = _ShapeCache()

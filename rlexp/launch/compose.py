@@ -21,6 +21,8 @@ job, so the launcher gets what the validation already composed.
 from __future__ import annotations
 
 import copy
+import dataclasses
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,11 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 _SIMPLE_SUBDIRS = ("${hydra.job.num}", "${hydra.job.id}")
+_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*")  # a plain dotted key: no +/~ prefix, no @package
+_U = r"(?:0|[1-9][0-9]*)"  # Hydra's INT_UNSIGNED, without `_` separators
+_INT = re.compile(rf"[+-]?{_U}\Z")
+_POINT = rf"(?:{_U}\.|{_U}?\.[0-9]+)"
+_FLOAT = re.compile(rf"[+-]?(?:{_POINT}|(?:{_U}|{_POINT})[eE][+-]?[0-9]+)\Z")
 _MISSING = object()
 
 
@@ -137,6 +144,7 @@ class SweepComposer:
         self.bases: dict[tuple[str, ...], _Base] = {}
         self.full_compositions = 0
         self._parsed: dict[str, Any] = {}
+        self._numbers: dict[tuple[str, type], Any] = {}  # (key, int or float) -> a parsed `key=<number>`
         self._groups: dict[str, bool] = {}
         self._jobs: dict[tuple[tuple[str, ...], int], ComposedJob] = {}
 
@@ -161,9 +169,25 @@ class SweepComposer:
         out = []
         for line in overrides:
             if line not in self._parsed:
-                self._parsed[line] = self.parser.parse_overrides([line])[0]
+                self._parsed[line] = self._number(line) or self.parser.parse_overrides([line])[0]
             out.append(self._parsed[line])
         return out
+
+    def _number(self, line: str) -> Any:
+        """`key=<number>` where `key=` with a number of the same kind parsed before (`seed=17` after `seed=0`):
+        the same Override with this value, without the grammar (~0.5 ms a line). Only the spellings Hydra's
+        lexer reads as one INT or FLOAT token, converted as its visitor does (int(text) / float(text))."""
+        key, eq, text = line.partition("=")
+        kind = int if _INT.match(text) else float if _FLOAT.match(text) else None
+        template = self._numbers.get((key, kind)) if eq and kind else None
+        if template is None:
+            if kind is not None and _KEY.fullmatch(key):
+                parsed = self.parser.parse_overrides([line])[0]
+                if type(parsed.value()) is kind and parsed.key_or_group == key and parsed.package is None:
+                    self._numbers[(key, kind)] = parsed
+                return parsed
+            return None
+        return dataclasses.replace(template, _value=kind(text), input_line=line)
 
     def _full(self, overrides: Sequence[str], idx: int) -> ComposedJob:
         """Hydra's own per-job composition (BasicLauncher's path)."""

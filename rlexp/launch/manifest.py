@@ -7,7 +7,6 @@ pool (proxy and resource manager as native sidecars, the rlexp container as the 
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -362,8 +361,10 @@ PLACEHOLDER_ROOT = "gs://your-bucket/rlexp"  # dry runs without hydra.launcher.o
 
 def spec_hash(jobset: dict) -> str:
     """A fingerprint of everything the JobSet runs (its manifest without this annotation)."""
-    body = copy.deepcopy(jobset)
-    body["metadata"].get("annotations", {}).pop(SPEC_HASH, None)
+    metadata = dict(jobset["metadata"])  # copies along the path to the annotation only: a sweep hashes every job
+    if "annotations" in metadata:
+        metadata["annotations"] = {k: v for k, v in metadata["annotations"].items() if k != SPEC_HASH}
+    body = {**jobset, "metadata": metadata}
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
 
 

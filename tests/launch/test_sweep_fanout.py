@@ -224,3 +224,21 @@ def test_yaml_writer_equals_pyyaml_and_takes_manifests_itself() -> None:
         out: list[str] = []
         yaml_text._mapping(manifest, 0, out)  # raises _Hard if it would hand the manifest to PyYAML
         assert "".join(out) == yaml.dump(manifest, Dumper=yaml_text._Dumper, sort_keys=False)
+
+
+def test_numbers_parse_as_hydras_grammar_parses_them() -> None:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from rlexp.launch.compose import SweepComposer
+
+    composer = SweepComposer(None, None)  # type: ignore[arg-type]
+    texts = ["0", "7", "-3", "+12", "1000000", "007", "1_000", "1.", ".5", "0.25", "-2.5e-3", "1e-06", "3E+2", "1.5e7"]
+    texts += ["1e", "inf", "nan", "1..2", "0x1F", "1 ", "abc", "1.0.0", "01.5", "-", "+.5e1"]
+    grammar = OverridesParser.create()
+    for key in ("seed", "trainer.learning_rate"):
+        for text in texts:
+            line = f"{key}={text}"
+            (fast,) = composer._parse([line])
+            (slow,) = grammar.parse_overrides([line])
+            assert (repr(fast), type(fast.value())) == (repr(slow), type(slow.value())), line  # repr: nan != nan
+    assert len(composer._numbers) == 4  # (seed, int), (seed, float), and the same for trainer.learning_rate
