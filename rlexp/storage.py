@@ -122,6 +122,22 @@ def write_json(path: str, data: Any) -> None:
     write_text(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
 
 
+def list_names(path: str) -> set[str] | None:
+    """Names of the entries directly under `path`, or None when it cannot be listed (missing, not a dir).
+
+    One listing instead of a probe per file that may be missing: a sweep's end reads a few files of every job."""
+    if not is_url(path):
+        try:
+            return set(os.listdir(path))
+        except OSError:
+            return None
+    fs, p = _fs(path)
+    try:
+        return {str(name).rstrip("/").rsplit("/", 1)[-1] for name in fs.ls(p, detail=False)}
+    except (OSError, ValueError):
+        return None
+
+
 def list_dirs(path: str) -> list[str]:
     """Immediate subdirectories of `path` as full paths/URLs (empty when `path` is missing)."""
     fs, p = _fs(path)

@@ -201,7 +201,8 @@ def _write_job_files(
 ) -> Path:
     dumps = dumps or _SectionDumps()
     d = r.job.out_dir
-    (d / ".hydra").mkdir(parents=True, exist_ok=True)
+    d.mkdir(parents=True, exist_ok=True)  # then .hydra: two calls where mkdir(parents=True) of .hydra makes three
+    (d / ".hydra").mkdir(exist_ok=True)
     path = d / "jobset.yaml"
     path.write_text(dump_yaml(r.manifest))
     # what the pod will compose, resolved: the audit copy of the run's config

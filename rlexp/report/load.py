@@ -90,11 +90,16 @@ def _yaml(path: str) -> Any:
 def load_run(run_dir: str, *, objective: str, name: str | None = None) -> Run:
     """One run dir; its config (.hydra/config.yaml) is read only when it logged metrics, which is all the report
     analyses with it (a dry-run sweep's jobs have none)."""
-    overrides = _yaml(storage.join(run_dir, ".hydra", "overrides.yaml")) or []
-    summary = storage.read_json(storage.join(run_dir, "summary.json")) or {}
+    names = storage.list_names(run_dir)  # one listing, not a probe for each file a pending job lacks
+
+    def has(name: str) -> bool:
+        return names is None or name in names
+
+    overrides = (_yaml(storage.join(run_dir, ".hydra", "overrides.yaml")) if has(".hydra") else None) or []
+    summary = (storage.read_json(storage.join(run_dir, "summary.json")) if has("summary.json") else None) or {}
     if not overrides and isinstance(summary.get("overrides"), list):
         overrides = summary["overrides"]
-    rows = storage.read_jsonl(storage.join(run_dir, "metrics.jsonl"))
+    rows = storage.read_jsonl(storage.join(run_dir, "metrics.jsonl")) if has("metrics.jsonl") else []
     config = (_yaml(storage.join(run_dir, ".hydra", "config.yaml")) or {}) if rows else {}
     run = Run(
         name=name or summary.get("run_name") or str(run_dir).rstrip("/").rsplit("/", 1)[-1],
@@ -104,7 +109,7 @@ def load_run(run_dir: str, *, objective: str, name: str | None = None) -> Run:
         rows=rows,
         config=config if isinstance(config, dict) else {},
     )
-    found = mf.read_job_files(run_dir, objective)
+    found = mf.read_job_files(run_dir, objective, names)
     run.state = found.get("state") or ("running" if run.rows else "pending")
     run.objective = _finite(found.get("objective"))
     run.wandb_run_id = found.get("wandb_run_id")

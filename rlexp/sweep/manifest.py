@@ -103,20 +103,28 @@ def upsert_job(manifest: dict, num: int, **fields: Any) -> dict:
     return job
 
 
-def read_job_files(job_dir: str, objective: str) -> dict[str, Any]:
+def _read_json(directory: str, name: str, names: set[str] | None) -> Any:
+    """`directory/name` as JSON; not read when a listing of the directory (`names`) lacks it."""
+    return None if names is not None and name not in names else storage.read_json(storage.join(directory, name))
+
+
+def read_job_files(job_dir: str, objective: str, names: set[str] | None = None) -> dict[str, Any]:
     """What a job's dirs say about it: state, objective, launcher handle, wandb run id, remote run dir.
 
     A remote launcher writes launcher.json into the Hydra job dir and may send the run files
     elsewhere (its "output_dir", e.g. gs://); summary.json and wandb_run.json are read there.
+    `names`: the job dir's entries, when the caller listed it already.
     """
     found: dict[str, Any] = {}
-    launcher = storage.read_json(storage.join(job_dir, "launcher.json"))
+    names = names if names is not None else storage.list_names(job_dir)
+    launcher = _read_json(job_dir, "launcher.json", names)
     if isinstance(launcher, dict):
         found["launcher"] = {"launcher": launcher.get("launcher"), "handle": launcher.get("handle")}
         remote = launcher.get("output_dir")
         if remote and str(remote).rstrip("/") != str(job_dir).rstrip("/"):
             found["run_dir"] = job_dir = str(remote)
-    summary = storage.read_json(storage.join(job_dir, "summary.json"))
+            names = storage.list_names(job_dir)
+    summary = _read_json(job_dir, "summary.json", names)
     if isinstance(summary, dict):
         status = summary.get("status")
         found["state"] = "completed" if status == "completed" else "failed"
@@ -127,7 +135,7 @@ def read_job_files(job_dir: str, objective: str) -> dict[str, Any]:
         found["objective"] = value
     elif isinstance(launcher, dict) and launcher.get("launcher") not in (None, "local"):
         found["state"] = "running"  # submitted; the run has not written its summary yet
-    wandb_run = storage.read_json(storage.join(job_dir, "wandb_run.json"))
+    wandb_run = _read_json(job_dir, "wandb_run.json", names)
     if isinstance(wandb_run, dict):
         found["wandb_run_id"] = wandb_run.get("id")
     return found

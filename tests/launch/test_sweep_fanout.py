@@ -242,3 +242,18 @@ def test_numbers_parse_as_hydras_grammar_parses_them() -> None:
             (slow,) = grammar.parse_overrides([line])
             assert (repr(fast), type(fast.value())) == (repr(slow), type(slow.value())), line  # repr: nan != nan
     assert len(composer._numbers) == 4  # (seed, int), (seed, float), and the same for trainer.learning_rate
+
+
+def test_job_files_are_read_after_one_listing(tmp_path: Path) -> None:
+    from rlexp import storage
+    from rlexp.sweep import manifest
+
+    job = tmp_path / "0"
+    storage.write_json(str(job / "launcher.json"), {"launcher": "gke", "handle": "h", "output_dir": "memory://runs/0"})
+    storage.write_json("memory://runs/0/summary.json", {"status": "completed", "eval": {"after": {"pass_at_1": 0.5}}})
+    assert storage.list_names(str(job)) == {"launcher.json"}
+    assert storage.list_names("memory://runs/0") == {"summary.json"}
+    assert storage.list_names(str(tmp_path / "missing")) is None
+    found = manifest.read_job_files(str(job), "eval.after.pass_at_1")
+    assert found["state"] == "completed" and found["objective"] == 0.5 and found["run_dir"] == "memory://runs/0"
+    assert manifest.read_job_files(str(job), "eval.after.pass_at_1", names=set()) == {}  # listed empty: nothing read
