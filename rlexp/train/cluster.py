@@ -56,14 +56,30 @@ def build_optimizer(t: TrainerConfig) -> optax.GradientTransformation:
     return optax.chain(optax.clip_by_global_norm(t.grad_clip), adamw) if t.grad_clip > 0 else adamw
 
 
-def rollout_config(cfg: RlexpConfig, tokenizer: Any) -> Any:
+def prompt_width(prompts: list[str], tokenizer: Any, limit: int) -> int:
+    """Tokens every prompt is left-padded to: the longest prompt plus BOS, rounded up to 8, at most `limit`.
+
+    Tunix pads prompts to RolloutConfig.max_prompt_length and trains on that width, so padding the
+    default run's 7-token prompts to trainer.max_prompt_tokens=16 made a third of every rollout,
+    reference and policy pass pad. The width is fixed for the run (one compiled shape), and an upper
+    bound: the sampler prepends BOS unless the tokenizer already did.
+    """
+    if not prompts:
+        return limit
+    longest = max(len(ids) for ids in tokenizer(list(prompts))["input_ids"]) + 1
+    return min(limit, -(-longest // 8) * 8)
+
+
+def rollout_config(cfg: RlexpConfig, tokenizer: Any, prompt_tokens: int | None = None) -> Any:
+    """Tunix's rollout settings; `prompt_tokens` (see prompt_width) defaults to trainer.max_prompt_tokens."""
     from tunix.rl.rollout.base_rollout import RolloutConfig
 
     t = cfg.trainer
+    width = prompt_tokens or t.max_prompt_tokens
     return RolloutConfig(
         max_tokens_to_generate=t.max_completion_tokens,
-        max_prompt_length=t.max_prompt_tokens,
-        kv_cache_size=t.max_prompt_tokens + t.max_completion_tokens + 8,
+        max_prompt_length=width,
+        kv_cache_size=width + t.max_completion_tokens + 8,
         temperature=t.temperature,
         top_p=t.top_p,
         top_k=t.top_k,
@@ -71,7 +87,16 @@ def rollout_config(cfg: RlexpConfig, tokenizer: Any) -> Any:
     )
 
 
-def build_cluster(cfg: RlexpConfig, actor: Any, reference: Any, tokenizer: Any, meshes, collector, run_dir: str) -> Any:
+def build_cluster(
+    cfg: RlexpConfig,
+    actor: Any,
+    reference: Any,
+    tokenizer: Any,
+    meshes,
+    collector,
+    run_dir: str,
+    prompt_tokens: int | None = None,
+) -> Any:
     import orbax.checkpoint as ocp
     from tunix.rl import rl_cluster as rl
     from tunix.sft.metrics_logger import MetricsLoggerOptions
@@ -111,7 +136,7 @@ def build_cluster(cfg: RlexpConfig, actor: Any, reference: Any, tokenizer: Any, 
         rollout_engine="vanilla",
         offload_to_cpu=False,
         training_config=training,
-        rollout_config=rollout_config(cfg, tokenizer),
+        rollout_config=rollout_config(cfg, tokenizer, prompt_tokens),
     )
     # Tunix's own span timings give perf/{mean,sum}/rollout_time (rlexp: perf/rollout_time_sec).
     from tunix.perf.export import PerfMetricsExport

@@ -170,7 +170,7 @@ class TrainingSession:
     # -- the session ---------------------------------------------------------------------------
     def execute(self) -> dict[str, Any]:
         from rlexp.tracking import NoTracker, make_tracker
-        from rlexp.train.cluster import build_cluster, build_learner
+        from rlexp.train.cluster import build_cluster, build_learner, prompt_width
         from rlexp.train.hooks import GracefulStop, StepHooks, StopTraining
 
         started = time.perf_counter()
@@ -185,7 +185,11 @@ class TrainingSession:
         self._load_data(load_tokenizer(self.conf.model))
         tokenizer, actor, reference = self._load_models()
         self.rewards = build_rewards(self.conf.reward)
-        self.cluster = build_cluster(self.conf, actor, reference, tokenizer, self.meshes, self.collector, self.run_dir)
+        # pad prompts to the longest one this run will see (train and eval), not to max_prompt_tokens
+        width = prompt_width([r["prompt"] for r in self.train_rows + self.eval_rows], tokenizer, t.max_prompt_tokens)
+        self.cluster = build_cluster(
+            self.conf, actor, reference, tokenizer, self.meshes, self.collector, self.run_dir, prompt_tokens=width
+        )
         learner = build_learner(self.conf, self.cluster, self.rewards.fns, [self.metric_fn])
         self.cluster.actor_trainer.with_training_hooks(StepHooks(self))
         self.start_step = start_step = self.cluster.actor_trainer.train_steps  # > 0 after a restore
