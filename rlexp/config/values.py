@@ -98,7 +98,7 @@ def check_values(cfg: RlexpConfig) -> None:
     _between("dataset.eval_fraction", d.eval_fraction, 0, 1, lo_open=True, hi_open=True)
     if d.train_size == 0 or d.train_size < -1:
         raise ConfigError("dataset.train_size", d.train_size, "use a row count > 0, or -1 for all rows")
-    _at_least("dataset.eval_size", d.eval_size, 0, "use a row count >= 0")
+    _at_least("dataset.eval_size", d.eval_size, -1, "use a row count >= 0, or -1 for all rows")  # gsm8k, omi2: -1
     _at_least("slice.num_slices", s.num_slices, 1)  # before slice.devices, which is derived from it
     _at_least("slice.nodes", s.nodes, 1)
     _at_least("slice.gpus_per_node", s.gpus_per_node, 0)
