@@ -82,7 +82,8 @@ def rollout_config(cfg: RlexpConfig, tokenizer: Any, prompt_tokens: int | None =
         kv_cache_size=width + t.max_completion_tokens + 8,
         temperature=t.temperature,
         top_p=t.top_p,
-        top_k=t.top_k,
+        # a top-k beyond the vocabulary keeps every token, which XLA's top_k refuses to be asked for
+        top_k=min(t.top_k, cfg.model.vocab_size) if t.top_k else None,
         eos_tokens=[tokenizer.eos_token_id],
     )
 
