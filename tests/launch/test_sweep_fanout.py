@@ -107,12 +107,19 @@ def test_cli_sweep_writes_what_hydras_basic_sweeper_does_and_composes_once(
     assert run_cli(monkeypatch, *args, f"hydra.sweep.dir={tmp_path / 'rlexp'}") == 0
     assert len(calls) == 1  # one composition for six jobs, shared by the sweeper's validation and the launcher
     calls.clear()
+    batched = [*args, "hydra.sweeper.max_batch_size=4", f"hydra.sweep.dir={tmp_path / 'batched'}"]
+    assert run_cli(monkeypatch, *batched) == 0  # batches of 4 and 2: job numbers continue across batches
+    assert len(calls) == 1
+    calls.clear()
     assert run_cli(monkeypatch, *args, "hydra/sweeper=basic", f"hydra.sweep.dir={tmp_path / 'hydra'}") == 0
     assert len(calls) >= 6  # Hydra's sweeper composes every job
     capsys.readouterr()
     ours, hydras = _files(tmp_path / "rlexp"), _files(tmp_path / "hydra")
     assert len([f for f in ours if f.endswith("jobset.yaml")]) == 6
     assert ours == hydras
+    batched_files = _files(tmp_path / "batched")
+    assert batched_files.pop("4/validation.json")  # each launch (batch) runs the once-per-launch preflight
+    assert batched_files == ours
 
 
 @pytest.mark.parametrize(
