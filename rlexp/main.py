@@ -68,6 +68,11 @@ def run(cfg: DictConfig) -> float:
     prepare_in_job()  # in a pod or Slurm job: Pathways / jax.distributed
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     check_run_dir(conf, cfg, str(conf.output_dir or run_dir))  # resume=never, a resume with another config
+    from rlexp.train.checkpoints import fall_back_to_restorable
+    from rlexp.train.distributed import in_cluster_job
+
+    # a damaged newest checkpoint is set aside (or, when none is whole, the run stops) before JAX is imported
+    fall_back_to_restorable(str(conf.output_dir or run_dir), can_move=not in_cluster_job())
     record_job(cfg)
     from rlexp.train.run import train  # heavy: JAX, Tunix
 

@@ -27,6 +27,7 @@ from rlexp.data.templates import check_turn_markers, render_splits
 from rlexp.errors import ConfigError, RlexpError, RunError
 from rlexp.rewards.compose import build_rewards
 from rlexp.train import rundir
+from rlexp.train.checkpoints import restorable
 from rlexp.train.metrics import MetricsCollector, group_stats, rlexp_metric_key, to_json_line
 
 
@@ -187,9 +188,11 @@ class TrainingSession:
         self.rewards = build_rewards(self.conf.reward)
         # pad prompts to the longest one this run will see (train and eval), not to max_prompt_tokens
         width = prompt_width([r["prompt"] for r in self.train_rows + self.eval_rows], tokenizer, t.max_prompt_tokens)
-        self.cluster = build_cluster(
-            self.conf, actor, reference, tokenizer, self.meshes, self.collector, self.run_dir, prompt_tokens=width
-        )
+        # the cluster restores the newest checkpoint: a damaged one is set aside first (rlexp.train.checkpoints)
+        with restorable(self.run_dir, can_move=self.primary and jax.process_count() == 1):
+            self.cluster = build_cluster(
+                self.conf, actor, reference, tokenizer, self.meshes, self.collector, self.run_dir, prompt_tokens=width
+            )
         learner = build_learner(self.conf, self.cluster, self.rewards.fns, [self.metric_fn])
         self.cluster.actor_trainer.with_training_hooks(StepHooks(self))
         self.start_step = start_step = self.cluster.actor_trainer.train_steps  # > 0 after a restore

@@ -1,0 +1,170 @@
+"""Resume from the newest checkpoint that can be restored: damaged ones are set aside, never deleted.
+
+Tunix restores the newest `checkpoints/actor/<step>` and fails deep inside orbax when its files are
+damaged (a truncated copy, a file overwritten). Before the cluster is built, every file of the newest
+steps is checked without decoding any array: JSON metadata parses, and OCDBT files (b-tree nodes and zstd
+data frames) are exactly as long as their headers say. A damaged step is
+moved to `checkpoints.unrestorable/actor/<step>` (one warning line) and the run resumes from the newest
+whole one; when none is whole, or the run has several processes, it stops with one line instead.
+Local run dirs only: a gs:// run dir is left to Tunix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from rlexp import storage
+from rlexp.errors import RunError
+
+_OCDBT_MAGIC = (bytes.fromhex("0cdb3a2a"), bytes.fromhex("0cdb20de"))  # manifest, b-tree node / data
+_ZSTD_MAGIC = bytes.fromhex("28b52ffd")
+_ITEMS = ("model_params",)  # optimizer_state is absent from LoRA-only and export-only checkpoints
+
+
+def _read(f: BinaryIO, at: int, n: int) -> bytes:
+    f.seek(at)
+    data = f.read(n)
+    if len(data) < n:
+        raise ValueError("cut short")
+    return data
+
+
+def _zstd_end(f: BinaryIO, at: int, size: int) -> int:
+    """Offset just past the zstd frame starting at `at`, read block header by block header (no decoding);
+    ValueError when the frame runs past the end of the file."""
+    fhd = _read(f, at + 4, 1)[0]
+    single, checksum, dict_flag, fcs_flag = fhd >> 5 & 1, fhd >> 2 & 1, fhd & 3, fhd >> 6
+    pos = at + 5 + (0 if single else 1) + (0, 1, 2, 4)[dict_flag] + (1 if single else 0, 2, 4, 8)[fcs_flag]
+    while True:
+        header = int.from_bytes(_read(f, pos, 3), "little")
+        kind, length = header >> 1 & 3, header >> 3
+        pos += 3 + (1 if kind == 1 else length)
+        if kind == 3 or pos > size:
+            raise ValueError("cut short")
+        if header & 1:
+            return pos + (4 if checksum else 0)
+
+
+def _file_damage(path: Path) -> str | None:
+    """Why one checkpoint file is damaged, or None; reads headers only, except for JSON metadata."""
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        head = f.read(12)
+        if path.name.startswith("_") or path.parent.name == "array_metadatas" or head[:1] in (b"{", b"["):
+            try:
+                json.loads(head + f.read())
+            except ValueError:
+                return "not JSON"
+            return None
+        if path.parent.name != "d" and not path.name.endswith(".ocdbt"):
+            return None  # commit_success.txt and formats this check does not know: a false alarm costs a good step
+        if head[:4] not in (*_OCDBT_MAGIC, _ZSTD_MAGIC):
+            return "empty" if not head else "neither OCDBT nor zstd data"
+        # an OCDBT file: zstd frames and blocks whose header states their length, ending at the end of the file
+        pos = 0
+        try:
+            while pos < size:
+                magic = _read(f, pos, 4)
+                if magic in _OCDBT_MAGIC:
+                    pos += int.from_bytes(_read(f, pos + 4, 8), "little")
+                elif magic == _ZSTD_MAGIC:
+                    pos = _zstd_end(f, pos, size)
+                else:
+                    return f"unreadable bytes at offset {pos}"
+        except ValueError:
+            return f"cut short ({size} bytes)"
+    return None if pos == size else f"cut short ({size} of {pos} bytes)"
+
+
+def damage(step_dir: Path) -> str | None:
+    """Why a checkpoint step cannot be restored, or None when all its files are whole."""
+    for item in _ITEMS:
+        if not (step_dir / item).is_dir():
+            return f"no {item}/"
+    for path in sorted(p for p in step_dir.rglob("*") if p.is_file()):
+        reason = _file_damage(path)
+        if reason is not None:
+            return f"{path.relative_to(step_dir)} {reason}"
+    return None
+
+
+def fall_back_to_restorable(run_dir: str, *, can_move: bool) -> None:
+    """Make the newest checkpoint of `run_dir` a restorable one, or raise RunError in one line.
+
+    `can_move`: this process may set damaged steps aside (a single-process run); otherwise a damaged
+    newest step stops the run, since other processes would restore from it meanwhile.
+    """
+    if storage.is_url(run_dir):
+        return
+    root = Path(run_dir) / "checkpoints" / "actor"
+    if not root.is_dir():
+        return
+    steps = sorted((int(p.name) for p in root.iterdir() if p.is_dir() and p.name.isdigit()), reverse=True)
+    bad: dict[int, str] = {}
+    for step in steps:
+        reason = damage(root / str(step))
+        if reason is None:
+            break
+        bad[step] = reason
+    if not bad:
+        return
+    newest, why = next(iter(bad.items()))
+    good = next((s for s in steps if s not in bad), None)
+    if good is None or not can_move:
+        fix = "restore the checkpoints from a copy, or start over in another hydra.run.dir"
+        if good is not None:
+            fix = f"move {root / str(newest)} aside to resume from step {good} (a run of one process does this itself)"
+        raise RunError(f"{root / str(newest)}: cannot be restored ({why}); {fix}")
+    aside = Path(run_dir) / "checkpoints.unrestorable" / "actor"
+    aside.mkdir(parents=True, exist_ok=True)
+    for step in bad:
+        target = aside / str(step)
+        n = 1
+        while target.exists():  # an earlier fall-back set the same step aside
+            target, n = aside / f"{step}.{n}", n + 1
+        shutil.move(str(root / str(step)), str(target))
+    steps_text = ", ".join(map(str, bad))
+    print(
+        f"rlexp: warning: checkpoint {steps_text} cannot be restored ({why}); moved to {aside}, "
+        f"resuming from step {good}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _from_orbax(err: BaseException) -> bool:
+    """Whether an exception came out of orbax or TensorStore (a restore), judged by its traceback."""
+    seen: BaseException | None = err
+    while seen is not None:
+        tb = seen.__traceback__
+        while tb is not None:
+            if any(lib in tb.tb_frame.f_code.co_filename for lib in ("/orbax/", "/tensorstore/")):
+                return True
+            tb = tb.tb_next
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+@contextlib.contextmanager
+def restorable(run_dir: str, *, can_move: bool) -> Iterator[None]:
+    """Around building the Tunix cluster (which restores the newest checkpoint): set damaged steps aside
+    first, and turn a restore that still fails into one line naming the checkpoint."""
+    fall_back_to_restorable(run_dir, can_move=can_move)
+    try:
+        yield
+    except Exception as err:
+        root = storage.join(run_dir, "checkpoints", "actor")
+        if not _from_orbax(err) or not storage.list_dirs(root):
+            raise
+        newest = max(storage.list_dirs(root), key=lambda d: int(d.rsplit("/", 1)[-1]) if d[-1].isdigit() else -1)
+        reason = f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"
+        raise RunError(
+            f"{newest}: cannot be restored ({reason}); move it aside to resume from an earlier checkpoint, "
+            "or choose another hydra.run.dir"
+        ) from err
