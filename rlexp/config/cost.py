@@ -157,8 +157,19 @@ def _money(chip_hours: float | None, usd: float | None) -> float | None:
     return None if chip_hours is None or usd is None else round(chip_hours * usd, 2)
 
 
+def check_cost(cfg: RlexpConfig) -> None:
+    c = cfg.cost
+    if not 0 < c.completion_fill <= 1:
+        raise ConfigError("cost.completion_fill", c.completion_fill, "use the share of completion tokens, in (0, 1]")
+    if c.step_time_s is not None and c.step_time_s <= 0:
+        raise ConfigError("cost.step_time_s", c.step_time_s, "use seconds > 0, or null to estimate them")
+    if c.price_per_chip_hour is not None and c.price_per_chip_hour < 0:
+        raise ConfigError("cost.price_per_chip_hour", c.price_per_chip_hour, "use USD >= 0, or null for the list price")
+
+
 def estimate_cost(cfg: RlexpConfig) -> dict[str, Any]:
     """The run's planned chip-hours and cost, with every number it is made of."""
+    check_cost(cfg)
     t = cfg.trainer
     seconds, source = step_time(cfg)
     chips = billed_chips(cfg)

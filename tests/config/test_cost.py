@@ -80,3 +80,15 @@ def test_sweep_total_counts_what_it_cannot_price() -> None:
     total = sweep_total(runs)
     assert total["runs"] == 3 and total["runs_without_price"] == 1
     assert total["cost_usd"] == pytest.approx(runs[0]["cost_usd"] + runs[1]["cost_usd"])
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [("cost.completion_fill=0", "cost.completion_fill"), ("cost.step_time_s=-1", "cost.step_time_s"),
+     ("cost.price_per_chip_hour=-2", "cost.price_per_chip_hour")],
+)  # fmt: skip
+def test_bad_cost_settings_are_one_line(override: str, key: str) -> None:
+    from rlexp.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=f"^{key}="):
+        estimate_cost(compose_conf([override]))
