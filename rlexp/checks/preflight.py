@@ -208,7 +208,6 @@ def _memory(cfg: RlexpConfig, rep: _Report) -> dict[str, Any] | None:
         rep.add("memory", "warning", f"no estimate: {err}")
         return None
     rep.add("memory", "ok", format_estimate(est))
-    print(f"rlexp: {format_estimate(est)}")
     if est and est.get("capacity") and est["total"] > est["capacity"]:
         gib = 2**30
         rep.add("memory_fits", "warning", f"estimate {est['total'] / gib:.1f} GiB > {est['capacity'] / gib:.1f} GiB")
@@ -415,6 +414,9 @@ def _write(out_dir: str, result: dict[str, Any]) -> None:
 
 
 def print_summary(result: dict[str, Any]) -> None:
+    memory = next((c for c in result["checks"] if c["name"] == "memory" and c["status"] == "ok"), None)
+    if memory:  # launchers print the estimate themselves, once per distinct estimate of a sweep
+        print(f"rlexp: {memory['detail']}")
     for c in result["checks"]:
         if c["status"] != "ok":
             print(f"rlexp: preflight {c['status']}: {c['name']}: {c['detail']}")
