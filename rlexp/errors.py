@@ -111,6 +111,7 @@ class ArgumentParser(argparse.ArgumentParser):
                 value, rest = choice.group(1), f"no such choice; use one of {choice.group(2).replace(chr(39), '')}"
             elif rest.startswith("invalid ") and ": " in rest:
                 rest, _, value = rest.rpartition(": ")
+                value = value.strip("'")
             text = f"{name.split('/')[0]}={value}: {rest}" if value else f"{name.split('/')[0]}: {rest}"
         elif text.startswith("the following arguments are required: "):
             text = f"{text.split(': ', 1)[1]}: missing; the command needs it"

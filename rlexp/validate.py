@@ -8,13 +8,12 @@ those stop before anything is loaded.
 
 from __future__ import annotations
 
-import sys
-
 import hydra
 from omegaconf import DictConfig
 
 from rlexp import cli
 from rlexp.config.load import CONF_DIR, register_configs, to_config
+from rlexp.errors import RunError
 
 register_configs()
 
@@ -39,9 +38,13 @@ def main(cfg: DictConfig) -> None:
     out_dir = conf.output_dir or HydraConfig.get().runtime.output_dir
     result = preflight(conf, out_dir)
     print_summary(result)
-    print(f"rlexp: wrote {out_dir.rstrip('/')}/validation.json")
-    if not result["ok"]:
-        sys.exit(1)
+    written = f"{out_dir.rstrip('/')}/validation.json"
+    print(f"rlexp: wrote {written}")
+    failed = [c for c in result["checks"] if c["status"] == "failed"]
+    if failed:  # the report is on stdout; stderr gets the one line every failing command ends with
+        more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+        detail = " ".join(str(failed[0]["detail"]).split())[:300]
+        raise RunError(f"preflight {failed[0]['name']}: {detail}{more}; fix it and rerun, details in {written}")
 
 
 if __name__ == "__main__":

@@ -189,5 +189,5 @@ case "${1:-}" in
   up) up ;;
   down) down ;;
   status) status ;;
-  *) die "usage: $0 up|down|status" ;;
+  *) echo "rlexp: error: command=${1:-}: use up, down or status; e.g. $0 up" >&2; exit 2 ;;
 esac

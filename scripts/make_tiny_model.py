@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -108,17 +109,26 @@ def hf_config(m) -> dict:
     }
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main() -> int:
+    from rlexp import cli
+    from rlexp.errors import ArgumentParser, in_range
+
+    ap = ArgumentParser(prog="scripts/make_tiny_model.py", description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=REPO / "rlexp/models/builtin/tiny")
-    ap.add_argument("--steps", type=int, default=400)
-    ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--steps", type=in_range(int, 1), default=400)
+    ap.add_argument("--batch", type=in_range(int, 1), default=32)
+    ap.add_argument("--lr", type=in_range(float, 0), default=3e-3)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--label-smoothing", type=float, default=0.2)
+    ap.add_argument("--label-smoothing", type=in_range(float, 0, 1, hi_open=True), default=0.2)
     ap.add_argument("overrides", nargs="*", help="config overrides, e.g. dataset.params.max_operand=29")
     args = ap.parse_args()
+    if args.out.exists() and not args.out.is_dir():
+        ap.error(f"--out={args.out}: a file is there; give a folder")
+    return cli.command(lambda: build(args))
 
+
+def build(args: argparse.Namespace) -> int:
+    cfg = compose_default(args.overrides)  # a bad override fails here, before JAX is imported
     import jax
 
     jax.config.update("jax_default_matmul_precision", "highest")
@@ -130,7 +140,6 @@ def main() -> None:
     from rlexp.models.export import flat_params, hf_tensors
     from rlexp.models.tokenizer import build_char_tokenizer, load_tokenizer_dir
 
-    cfg = compose_default(args.overrides)
     args.out.mkdir(parents=True, exist_ok=True)
     build_char_tokenizer(args.out)
     tokenizer = load_tokenizer_dir(args.out)
@@ -166,7 +175,8 @@ def main() -> None:
         + "\n"
     )
     print(f"wrote {args.out} (final warm-up loss {loss:.4f})")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

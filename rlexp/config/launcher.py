@@ -11,9 +11,7 @@ from dataclasses import dataclass, field
 PATHWAYS_IMAGES = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways"
 # The Pathways images the gemma4-e4b seed recipe pins (MaxText run_gemma4_e4b_rl.sh): a `:latest` tag changes
 # under a sweep, so the defaults are these digests (server = resource manager and workers). Override to move on.
-SEED_SERVER_IMAGE = (
-    f"{PATHWAYS_IMAGES}/server@sha256:d03068b39a8a2fab0621086ccb7c9445ce17ad34f1520159ca4ecd395346a162"
-)
+SEED_SERVER_IMAGE = f"{PATHWAYS_IMAGES}/server@sha256:d03068b39a8a2fab0621086ccb7c9445ce17ad34f1520159ca4ecd395346a162"
 SEED_PROXY_IMAGE = (
     f"{PATHWAYS_IMAGES}/proxy_server@sha256:6342a3cae2818d2f887d396e9ae4156b3316f79fef186d71ff16d535b44e1724"
 )
@@ -90,3 +88,21 @@ class GkeLauncherConf:
     ttl_after_finished_s: int | None = None
     name_prefix: str | None = None  # null: derived from run_name
     preflight: bool = True
+
+
+def check_settings(conf: GkeLauncherConf) -> None:
+    """Numbers of `hydra.launcher` a JobSet would carry: counts >= 0, finite polling and timeouts."""
+    import math
+
+    from rlexp.errors import ConfigError
+
+    for name in ("max_restarts", "termination_grace_period_s", "ttl_after_finished_s"):
+        value = getattr(conf, name)
+        if value is not None and value < 0:
+            raise ConfigError(f"hydra.launcher.{name}", value, "use an integer >= 0")
+    for name in ("poll_s", "wait_timeout_s", "admission_timeout_s"):
+        value = getattr(conf, name)
+        if not math.isfinite(value) or value < 0 or (name == "poll_s" and value == 0):
+            raise ConfigError(
+                f"hydra.launcher.{name}", value, f"use a number of seconds {'>' if name == 'poll_s' else '>='} 0"
+            )

@@ -20,7 +20,7 @@ from hydra.core.utils import JobReturn
 from omegaconf import DictConfig, OmegaConf
 
 from rlexp.config.hardware import tpu_slice
-from rlexp.config.launcher import PLACEHOLDER_IMAGE, GkeLauncherConf
+from rlexp.config.launcher import PLACEHOLDER_IMAGE, GkeLauncherConf, check_settings
 from rlexp.errors import ConfigError, RlexpError, user_errors_from_resolvers
 from rlexp.launch import preflight
 from rlexp.launch.check import check_jobset
@@ -100,7 +100,9 @@ def settings(params: Any) -> GkeLauncherConf:
         raise ConfigError(
             "hydra.launcher", sorted(unknown), f"unknown launcher keys; use {sorted(names - {'_target_'})}"
         )
-    return GkeLauncherConf(**{k: v for k, v in params.items() if k in names})
+    conf = GkeLauncherConf(**{k: v for k, v in params.items() if k in names})
+    check_settings(conf)  # max_restarts=-1 would reach the JobSet
+    return conf
 
 
 def _resolve(cfg: DictConfig) -> dict:

@@ -1,0 +1,232 @@
+"""The bad inputs: one row per command a user might type, with the exit status and the words its one-line
+error must hold (the key or argument the user set). Placeholders: {tmp} a fresh folder per case, {run} the
+shared trained run dir (its files must not change), {train} the overrides it was trained with, {damaged} a
+copy with a damaged checkpoint, {files} broken files, {models} damaged model folders, {busy} a port in use,
+{closed} a port nothing listens on, {fixture_runs} the committed sweep fixture."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Case:
+    argv: tuple[str, ...]  # after `python -m` (or a script path under scripts/)
+    code: int  # 2: usage error, 1: failure at run time
+    says: str  # the error line holds this: the key or argument that was wrong
+    run_dir: bool = False  # hash {run} before and after: a refused command leaves it as it was
+    check: str | None = None  # an extra assertion of the test module, by name
+
+
+def _c(cmd: str, code: int, says: str, **kw: object) -> Case:
+    return Case(tuple(cmd.split(" ")), code, says, **kw)  # type: ignore[arg-type]
+
+
+RUN = "hydra.run.dir={tmp}/run"  # Hydra apps write nothing into the repository
+TPU = "slice=v6e-32 hydra.launcher.dry_run=true"
+
+RLEXP = [
+    # the issue's examples, then every other mistake the config layer can catch before JAX
+    _c(f"rlexp model=qwen3_06b {RUN}", 2, "did you mean qwen3_0_6b"),
+    _c(f"rlexp experiment=nosuch {RUN}", 2, "experiment='nosuch'"),
+    _c(f"rlexp trainer.learning_rate=1e-3,,3e-3 {RUN}", 2, "trainer.learning_rate=1e-3,,3e-3: not a valid override"),
+    _c(f"rlexp trainer.learning_rate=range(1, {RUN}", 2, "trainer.learning_rate=range(1,"),
+    _c(f"rlexp run_name=${{nosuch.key}} {RUN}", 2, "run_name=${nosuch.key}"),
+    _c(f"rlexp trainer.max_steps=${{trainer.nothere}} {RUN}", 2, "trainer.max_steps="),
+    _c(f"rlexp trainer.beta {RUN}", 2, "trainer.beta: not a valid override"),
+    _c(f"rlexp trainer.learning_rate=abc {RUN}", 2, "trainer.learning_rate='abc'"),
+    _c(f"rlexp trainer.max_steps=1.5 {RUN}", 2, "trainer.max_steps"),
+    _c(f"rlexp compile_cache.enabled=maybe {RUN}", 2, "compile_cache.enabled"),
+    _c(f"rlexp trainer.learning_rat=1e-3 {RUN}", 2, "did you mean trainer.learning_rate"),
+    _c(f"rlexp +trainer.learning_rat=1e-3 {RUN}", 2, "trainer.learning_rat=0.001: no such key"),
+    _c(f"rlexp ++trainer.learning_rat=1e-3 {RUN}", 2, "did you mean trainer.learning_rate"),
+    _c(f"rlexp +foo=1 {RUN}", 2, "foo=1: no such key"),
+    _c(f"rlexp +model.num_layer=2 {RUN}", 2, "did you mean model.num_layers"),
+    _c(f"rlexp trainer.lr=1e-3 {RUN}", 2, "did you mean trainer.learning_rate"),
+    _c(f"rlexp dataset.path=x {RUN}", 2, "did you mean dataset.source"),
+    _c(f"rlexp ~trainer.beta {RUN}", 2, "~trainer.beta"),
+    _c(f"rlexp ~trainer.nothere {RUN}", 2, "trainer.nothere"),
+    _c(f"rlexp +trainer.beta=0.1 {RUN}", 2, "trainer.beta=0.1: the key exists already"),
+    _c(f"rlexp model.num_layers=??? {RUN}", 2, "model.num_layers"),
+    _c(f"rlexp trainer.adam_b1=1.5 {RUN}", 2, "trainer.adam_b1=1.5"),
+    _c(f"rlexp trainer.adam_b1=1.0 {RUN}", 2, "trainer.adam_b1=1.0"),
+    _c(f"rlexp trainer.adam_b2=-0.1 {RUN}", 2, "trainer.adam_b2=-0.1"),
+    _c(f"rlexp trainer=dapo trainer.epsilon_high=nan {RUN}", 2, "trainer.epsilon_high=nan: use a finite number"),
+    _c(f"rlexp trainer.learning_rate=inf {RUN}", 2, "trainer.learning_rate=inf"),
+    _c(f"rlexp +model.extra.scale=-inf {RUN}", 2, "model.extra.scale=-inf"),
+    _c(f"rlexp trainer.temperature=0 {RUN}", 2, "trainer.temperature=0"),
+    _c(f"rlexp trainer.top_p=1.5 {RUN}", 2, "trainer.top_p=1.5"),
+    _c(f"rlexp trainer.num_generations=1 {RUN}", 2, "trainer.num_generations=1"),
+    _c(f"rlexp trainer.warmup_ratio=1 {RUN}", 2, "trainer.warmup_ratio"),
+    _c(f"rlexp trainer.eval_every=10 trainer.checkpoint_every=15 {RUN}", 2, "trainer.checkpoint_every=15"),
+    _c(f"rlexp trainer.batch_size=0 {RUN}", 2, "trainer.batch_size=0"),
+    _c(f"rlexp trainer.micro_batch_size=3 {RUN}", 2, "trainer.micro_batch_size=3"),
+    _c(f"rlexp trainer.max_prompt_tokens=4000 {RUN}", 2, "trainer.max_completion_tokens"),
+    _c(f"rlexp trainer.max_steps=100000 {RUN}", 2, "trainer.max_steps=100000"),
+    _c(f"rlexp trainer.resume=sometimes {RUN}", 2, "trainer.resume='sometimes'"),
+    _c(f"rlexp trainer.algorithm=ppo {RUN}", 2, "trainer.algorithm='ppo'"),
+    _c(f"rlexp trainer.lora.rank=-1 {RUN}", 2, "trainer.lora.rank=-1"),
+    _c(f"rlexp trainer.lora.rank=4 trainer.lora.alpha=0 {RUN}", 2, "trainer.lora.alpha"),
+    _c(f"rlexp logger.mode=onlin {RUN}", 2, "logger.mode='onlin'"),
+    _c(f"rlexp sweep.direction=up {RUN}", 2, "sweep.direction='up'"),
+    _c(f"rlexp dataset.eval_fraction=1.5 {RUN}", 2, "dataset.eval_fraction=1.5"),
+    _c(f"rlexp dataset.format=csv {RUN}", 2, "dataset.format='csv'"),
+    _c(f"rlexp dataset.train_size=0 {RUN}", 2, "dataset.train_size=0"),
+    _c(f"rlexp dataset=jsonl {RUN}", 2, "dataset.source"),
+    _c(f"rlexp model.dtype=float8 {RUN}", 2, "model.dtype='float8'"),
+    _c(f"rlexp slice.mesh.tp=0 {RUN}", 2, "slice.mesh.tp=0"),
+    _c(f"rlexp slice.rollout_devices=5 {RUN}", 2, "slice.rollout_devices=5"),
+    _c(f"rlexp {TPU} slice.num_slices=0 {RUN}", 2, "slice.num_slices=0"),
+    _c(f"rlexp objective=eval.after.pass@1 {RUN}", 2, "did you mean eval.after.pass_at_1"),
+    _c(f"rlexp reward.max_error_ratio=2 {RUN}", 2, "reward.max_error_ratio=2"),
+    _c(f"rlexp validate.rows=-1 {RUN}", 2, "validate.rows=-1"),
+    _c(f"rlexp hydra.launcher.max_restarts=-1 {TPU} {RUN}", 2, "hydra.launcher.max_restarts=-1"),
+    _c(f"rlexp slice=v6e-32 {RUN}", 2, "hydra.launcher.output_root"),
+    _c(f"rlexp model.path=/nonexistent/model {RUN}", 2, "model.path='/nonexistent/model'"),
+    _c(f"rlexp model.path={{models}}/trunc_st {RUN}", 1, "trunc_st/model.safetensors: not a complete safetensors"),
+    _c(f"rlexp model.path={{models}}/garbage_st {RUN}", 1, "garbage_st/model.safetensors"),
+    _c(f"rlexp model.path={{models}}/trunc_cfg {RUN}", 1, "trunc_cfg/config.json: not a readable config.json"),
+    _c(f"rlexp model.path={{models}}/bad_tok {RUN}", 1, "bad_tok/tokenizer.json"),
+    _c(f"rlexp model.path={{models}}/no_weights {RUN}", 2, "no *.safetensors"),
+    _c(f"rlexp model.path={{models}}/wrong_layers {RUN}", 2, "num_layers"),
+    _c("rlexp hydra.run.dir=/proc/no/such/run", 1, "hydra.run.dir=/proc/no/such/run"),
+    _c("rlexp hydra.run.dir={files}/afile", 1, "hydra.run.dir={files}/afile"),
+    _c(f"rlexp output_dir={{files}}/afile/run {RUN}", 1, "output_dir={files}/afile/run"),
+    # multiruns: refused before sweep.json is written, or every job refused and recorded as failed
+    _c(
+        "rlexp -m trainer.batch_size=0,-1 hydra.sweep.dir={tmp}/sweep sweep.progress=false",
+        2,
+        "batch_size=0",
+        check="sweep_failed",
+    ),
+    _c("rlexp -m sweep.direction=up hydra.sweep.dir={tmp}/sweep", 2, "sweep.direction='up'", check="no_sweep_json"),
+    _c("rlexp -m sweep.resume=true hydra.sweep.dir={tmp}/nosweep", 2, "sweep.resume=True", check="no_sweep_json"),
+    _c("rlexp -m trainer.beta=0,,1 hydra.sweep.dir={tmp}/sweep", 2, "trainer.beta=0,,1", check="no_sweep_json"),
+    _c("rlexp -m +sweep=nosuch hydra.sweep.dir={tmp}/sweep", 2, "sweep='nosuch'", check="no_sweep_json"),
+    _c(
+        "rlexp -m +trainer.learning_rat=1,2 hydra.sweep.dir={tmp}/sweep sweep.progress=false",
+        2,
+        "did you mean trainer.learning_rate",
+        check="sweep_failed",
+    ),
+]
+
+VALIDATE = [
+    _c(f"rlexp.validate dataset.path=x {RUN}", 2, "did you mean dataset.source"),
+    _c(f"rlexp.validate model=qwen3_06b {RUN}", 2, "did you mean qwen3_0_6b"),
+    _c(f"rlexp.validate experiment=nosuch {RUN}", 2, "experiment='nosuch'"),
+    _c(f"rlexp.validate trainer.learning_rate=1e-3,,3e-3 {RUN}", 2, "trainer.learning_rate=1e-3,,3e-3"),
+    _c(f"rlexp.validate validate.rows=-1 {RUN}", 2, "validate.rows=-1"),
+    _c(f"rlexp.validate validate.rows=0 {RUN}", 2, "validate.rows=0"),
+    _c(f"rlexp.validate validate.generations=0 {RUN}", 2, "validate.generations=0"),
+    _c(f"rlexp.validate validate.completions={{tmp}}/missing.jsonl {RUN}", 2, "validate.completions="),
+    _c(f"rlexp.validate validate.completions={{files}}/empty.jsonl {RUN}", 1, "holds no completions"),
+    _c(f"rlexp.validate validate.completions={{files}}/corrupt.jsonl {RUN}", 1, "line 2 is not JSON"),
+    _c(f"rlexp.validate validate.completions={{files}}/binary.jsonl {RUN}", 1, "not UTF-8"),
+    _c(f"rlexp.validate validate.completions={{files}}/noid.jsonl {RUN}", 1, "line 1 needs an id"),
+    _c(f"rlexp.validate model.path={{models}}/trunc_st {RUN}", 1, "trunc_st/model.safetensors"),
+    _c(f"rlexp.validate +validate.rowz=3 {RUN}", 2, "did you mean validate.rows"),
+    _c(
+        "rlexp.validate reward=python reward.functions.0.kwargs.function={files}/rewards.py:as_text "
+        f"validate.completions={{files}}/scored.jsonl {RUN}",
+        1,
+        "returned str 'high' where a number belongs",
+    ),
+    _c(
+        "rlexp.validate reward=http reward.functions.0.kwargs.url=http://127.0.0.1:{closed}/ "
+        f"reward.functions.0.kwargs.retries=0 validate.completions={{files}}/scored.jsonl {RUN}",
+        1,
+        "4 errors, 0 non-finite",
+    ),
+]
+
+REPORT = [
+    _c("rlexp.report", 2, "inputs: missing"),
+    _c("rlexp.report /nonexistent/sweep", 2, "/nonexistent/sweep: no such run or sweep dir"),
+    _c("rlexp.report {files}/emptydir --out {tmp}/r.html", 2, "no runs found"),
+    _c("rlexp.report {files}/binary_run --out {tmp}/r.html", 1, "binary_run/metrics.jsonl: not UTF-8"),
+    _c("rlexp.report {fixture_runs} --out {files}/adir", 1, "adir"),
+    _c(
+        "rlexp.report {fixture_runs} --objective eval.after.nonexistent --out {tmp}/r.html",
+        2,
+        "--objective=eval.after.nonexistent",
+    ),
+    _c("rlexp.report {fixture_runs} --bogus", 2, "--bogus: no such argument"),
+]
+
+EXPORT = [
+    _c("rlexp.export", 2, "checkpoint, --out: missing"),
+    _c("rlexp.export /nonexistent/run --out {tmp}/hf", 2, "checkpoint=/nonexistent/run: no such run dir"),
+    _c("rlexp.export {files}/emptydir --out {tmp}/hf", 2, "no checkpoints/actor/<step>"),
+    _c("rlexp.export {files}/emptydir", 2, "--out: missing"),
+]
+
+JOBS = [
+    _c("rlexp.jobs", 2, "command: missing"),
+    _c("rlexp.jobs frob x", 2, "command=frob: no such choice"),
+    _c("rlexp.jobs status /no/such/sweep", 2, "target=/no/such/sweep"),
+    _c("rlexp.jobs status Bad_Name!", 2, "target=Bad_Name!"),
+    _c("rlexp.jobs status {files}/badlauncher", 1, "badlauncher/launcher.json: not a launcher record"),
+    _c("rlexp.jobs cancel {files}/binlauncher", 1, "binlauncher/launcher.json: not a launcher record"),
+    _c("rlexp.jobs logs {files}/nolauncher", 2, "no launcher.json"),
+    _c("rlexp.jobs status", 2, "target: missing"),
+    _c("rlexp.jobs --namespace", 2, "--namespace"),
+]
+
+SERVE = [
+    _c("rlexp.serve_reward --port -5", 2, "--port=-5: must be in [0, 65535]"),
+    _c("rlexp.serve_reward --port 99999", 2, "--port=99999"),
+    _c("rlexp.serve_reward --port abc", 2, "--port=abc: not an integer"),
+    _c("rlexp.serve_reward --port {busy}", 1, "--port={busy}: cannot listen"),
+    _c("rlexp.serve_reward --host 203.0.113.1 --port 0", 1, "cannot listen on 203.0.113.1"),
+    _c("rlexp.serve_reward --fault-rate 2", 2, "--fault-rate=2: must be in [0, 1]"),
+    _c("rlexp.serve_reward --fault-rate nan", 2, "--fault-rate=nan: must be a finite number"),
+    _c("rlexp.serve_reward --faults boom", 2, "--faults=boom"),
+    _c("rlexp.serve_reward --fault-delay-s -1", 2, "--fault-delay-s=-1"),
+    _c("rlexp.serve_reward --reward nosuch", 2, "--reward=nosuch: no such reward"),
+    _c("rlexp.serve_reward --function nosuch_module:fn", 2, "--function=nosuch_module:fn"),
+    _c("rlexp.serve_reward --function {files}/rewards.py:missing", 2, "--function={files}/rewards.py:missing"),
+    _c("rlexp.serve_reward --token-env RLEXP_TEST_NO_SUCH_VAR", 2, "--token-env=RLEXP_TEST_NO_SUCH_VAR"),
+]
+
+TOOLS = [
+    _c("rlexp.models.tiny_random", 2, "family, --out: missing"),
+    _c("rlexp.models.tiny_random llama --out {tmp}/m", 2, "family=llama: no such choice"),
+    _c("rlexp.models.tiny_random gemma4 --out {files}/afile/m", 1, "--out={files}/afile/m"),
+    _c("scripts/make_tiny_model.py --steps abc", 2, "--steps=abc"),
+    _c("scripts/make_tiny_model.py --steps 0", 2, "--steps=0"),
+    _c("scripts/make_tiny_model.py --label-smoothing 1", 2, "--label-smoothing=1"),
+    _c("scripts/make_tiny_model.py --out {files}/afile", 2, "--out={files}/afile"),
+    _c("scripts/make_tiny_model.py --out {tmp}/m model=qwen3_06b", 2, "did you mean qwen3_0_6b"),
+    _c("scripts/local_slurm.sh frob", 2, "command=frob"),
+    _c("scripts/local_slurm.sh", 2, "use up, down or status"),
+]
+
+# Refused commands aimed at a finished run dir: each must leave every byte of it as it was.
+RUN_DIR = [
+    _c("rlexp {train} trainer.batch_size=4 hydra.run.dir={run}", 2, "trainer.batch_size=4", run_dir=True),
+    _c("rlexp {train} trainer.resume=never hydra.run.dir={run}", 2, "trainer.resume='never'", run_dir=True),
+    _c("rlexp trainer.max_steps=-5 model=qwen3_0_6b hydra.run.dir={run}", 2, "trainer.max_steps=-5", run_dir=True),
+    _c("rlexp {train} +trainer.learning_rat=1 hydra.run.dir={run}", 2, "trainer.learning_rat", run_dir=True),
+    _c("rlexp {train} model=qwen3_06b hydra.run.dir={run}", 2, "model='qwen3_06b'", run_dir=True),
+    _c("rlexp {train} trainer.learning_rate=1e-3,,3e-3 hydra.run.dir={run}", 2, "not a valid override", run_dir=True),
+    _c("rlexp {train} objective=eval.after.pass@1 hydra.run.dir={run}", 2, "objective=", run_dir=True),
+    _c("rlexp {train} model.path={models}/trunc_st hydra.run.dir={run}", 1, "trunc_st/model.safetensors", run_dir=True),
+    _c("rlexp.validate validate.rows=-1 hydra.run.dir={run}", 2, "validate.rows=-1", run_dir=True),
+    _c(
+        "rlexp.validate validate.completions={tmp}/no.jsonl hydra.run.dir={run}",
+        2,
+        "validate.completions",
+        run_dir=True,
+    ),
+    _c("rlexp.export {run} --out {run}", 2, "a folder holding other files", run_dir=True),
+    _c("rlexp.export {run} --out {run}/config.yaml", 2, "a file is there", run_dir=True),
+    _c("rlexp.export {run}/checkpoints/actor/99 --out {tmp}/hf", 2, "no such step; saved steps: 3", run_dir=True),
+    _c("rlexp.export {damaged}/checkpoints/actor/3 --out {tmp}/hf", 1, "cannot be restored"),
+    _c("rlexp.export {damaged}/../bad_config --out {tmp}/hf", 1, "not the config of an rlexp run"),
+    _c("rlexp.report {run} --objective eval.after.nonexistent --out {tmp}/r.html", 2, "--objective=", run_dir=True),
+    _c("rlexp.jobs status {run}", 2, "no launcher.json", run_dir=True),
+]
+
+CASES = [*RLEXP, *VALIDATE, *REPORT, *EXPORT, *JOBS, *SERVE, *TOOLS]
+SLOW_CASES = RUN_DIR

@@ -1,0 +1,116 @@
+"""Inputs for the bad-input table: broken files, damaged model folders, a port in use, one trained run dir."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO
+
+TINY = REPO / "rlexp" / "models" / "builtin" / "tiny"
+# The shortest run that leaves every record a run dir has: .hydra/, config.yaml, checkpoints, summary.
+TRAIN = [
+    "trainer.max_steps=3",
+    "trainer.eval_every=3",
+    "trainer.checkpoint_every=3",
+    "trainer.eval_prompts=16",
+    "trainer.eval_samples=2",
+    "logger=none",
+]
+
+
+@pytest.fixture(scope="session")
+def bad_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("bad_files")
+    (d / "empty.jsonl").write_text("\n\n")
+    (d / "corrupt.jsonl").write_text('{"id": "1", "completion": "2"}\n{"id": "2", "compl\n')
+    (d / "binary.jsonl").write_bytes(b'{"id": "1", "completion": "\xff\xfe"}\n')
+    (d / "noid.jsonl").write_text('{"completion": "4"}\n')
+    item = '{"id": "q%d", "prompt": "1+1=", "answer": "2", "completion": "2"}\n'
+    (d / "scored.jsonl").write_text("".join(item % i for i in range(4)))
+    (d / "rewards.py").write_text(
+        "def as_text(prompts, completions, **fields):\n    return ['high'] * len(completions)\n"
+    )
+    for name, data in (("badlauncher", b'{"launcher": "gke", "handle": '), ("binlauncher", b"\x89PNG\r\n\x1a\n\x00")):
+        (d / name).mkdir()
+        (d / name / "launcher.json").write_bytes(data)
+    (d / "nolauncher").mkdir()
+    (d / "nolauncher" / "summary.json").write_text("{}")
+    run = d / "binary_run"
+    run.mkdir()
+    (run / "summary.json").write_text('{"status": "completed", "eval": {"after": {"pass_at_1": 0.5}}}')
+    (run / "metrics.jsonl").write_bytes(b'{"step": 1, "loss": 0.5}\n\x00\xff\xfe\x00garbage\n')
+    (d / "emptydir").mkdir()
+    (d / "adir").mkdir()
+    (d / "afile").write_text("not a folder\n")
+    return d
+
+
+@pytest.fixture(scope="session")
+def bad_models(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Copies of the builtin tiny model, each damaged one way."""
+    d = tmp_path_factory.mktemp("bad_models")
+    weights = (TINY / "model.safetensors").read_bytes()
+    damage = {
+        "trunc_st": lambda m: (m / "model.safetensors").write_bytes(weights[:1000]),
+        "garbage_st": lambda m: (m / "model.safetensors").write_bytes(bytes(range(256)) * 16),
+        "short_st": lambda m: (m / "model.safetensors").write_bytes(weights[:-4096]),
+        "trunc_cfg": lambda m: (m / "config.json").write_text((TINY / "config.json").read_text()[:100]),
+        "bad_tok": lambda m: (m / "tokenizer.json").write_text('{"version": '),
+        "no_weights": lambda m: (m / "model.safetensors").unlink(),
+        "wrong_layers": lambda m: (m / "config.json").write_text(
+            (TINY / "config.json").read_text().replace('"num_hidden_layers": 2', '"num_hidden_layers": 3')
+        ),
+    }
+    for name, fn in damage.items():
+        shutil.copytree(TINY, d / name)
+        fn(d / name)
+    return d
+
+
+@pytest.fixture(scope="session")
+def busy_port() -> Iterator[int]:
+    """A port something listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        yield s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def closed_port() -> int:
+    """A port nothing listens on (bound once, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One finished 3-step run of the tiny default, shared by every case that must leave a run dir as it was."""
+    run = tmp_path_factory.mktemp("trained") / "run"
+    cmd = [sys.executable, "-m", "rlexp", *TRAIN, f"hydra.run.dir={run}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=run.parent, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (run / "checkpoints" / "actor" / "3").is_dir() and (run / ".hydra" / "config.yaml").is_file()
+    return run
+
+
+@pytest.fixture(scope="session")
+def damaged_run(trained_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the trained run whose only checkpoint lost the end of a data file, and whose recorded
+    config of a second copy is not YAML."""
+    run = tmp_path_factory.mktemp("damaged") / "run"
+    shutil.copytree(trained_run, run)
+    data = max((run / "checkpoints/actor/3/model_params").rglob("d/*"), key=lambda p: p.stat().st_size)
+    data.write_bytes(data.read_bytes()[:200])
+    bad_config = run.parent / "bad_config"
+    shutil.copytree(trained_run, bad_config)
+    (bad_config / ".hydra" / "config.yaml").write_text("model: [unclosed\n")
+    return run
