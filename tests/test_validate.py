@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from rlexp.checks import check_config
-from rlexp.checks.preflight import preflight
+from rlexp.checks.preflight import preflight, print_summary
 from rlexp.data.templates import doubled_markers, render_prompt
 from tests.helpers import REPO, compose_conf
 
@@ -153,7 +153,8 @@ def test_cli_with_given_completions(tmp_path) -> None:  # noqa: ANN001
 @pytest.mark.slow
 def test_cli_samples_with_the_tiny_model(tmp_path) -> None:  # noqa: ANN001
     tiny = ["model=tiny", "slice=cpu", "slice.mesh.tp=1", "data_template=plain", "chat_template=plain",
-            "trainer.max_prompt_tokens=48", "trainer.max_completion_tokens=8", "validate.rows=6"]  # fmt: skip
+            "trainer.max_prompt_tokens=48", "trainer.max_completion_tokens=8", "validate.rows=6",
+            "trainer.max_steps=1"]  # 48-token prompts: few fixture rows fit, and the steps check counts only those  # fmt: skip
     proc = _cli([*OMI2, *tiny], str(tmp_path))
     result = json.loads((tmp_path / "validation.json").read_text())
     assert proc.returncode == 0, (proc.stdout[-2000:], result["checks"])
@@ -187,5 +188,6 @@ def test_offline_preflight_skips_an_uncached_hub_dataset(tmp_path, monkeypatch) 
 def test_preflight_prints_the_memory_estimate(preset, line, tmp_path, capsys, monkeypatch) -> None:  # noqa: ANN001
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     result = preflight(compose_conf([f"experiment={preset}"]), str(tmp_path), allow_downloads=False)
+    print_summary(result)  # what `python -m rlexp.validate` prints (launchers print the estimate themselves)
     assert line in capsys.readouterr().out
     assert result["memory"]["total"] < result["memory"]["capacity"]
