@@ -1,14 +1,21 @@
 """TRL's GRPOTrainer vs. rlexp on the same GRPO workload, side by side, in fresh processes.
 
     .venv/bin/pip install -e '.[bench]'          # trl (torch comes from the test extra, CPU build)
-    .venv/bin/python benchmarks/bench_vs_trl.py [--workload default|compute|both] [--rounds 2]
+    .venv/bin/python benchmarks/bench_vs_trl.py [--workload default|compute|both] [--rounds 2] [--torch-threads N]
 
 Each round runs TRL and rlexp once per workload, each in a fresh process, alternating which goes
 first (load from other processes on a shared machine then hits both sides alike). Per run it
 records the median steady step time (the first steps, which compile or warm caches, excluded),
-the training wall (first step start to last step end, compile included), the process wall and the
-process's peak RSS; it prints every run, the per-workload medians and the ratio TRL/rlexp
-(> 1 means rlexp is faster or leaner).
+the training wall (first step start to last step end, compile included), the process wall, the
+process's CPU seconds (user + system, all threads) and its peak RSS; it prints every run, the
+per-workload medians and the ratio TRL/rlexp (> 1 means rlexp is faster or leaner).
+
+Threads: both sides use their libraries' defaults (torch and XLA: one thread per core) unless
+`--torch-threads N` pins torch's intra-op threads. On a machine that other work oversubscribes,
+torch's OpenMP threads spin at every parallel region waiting for a descheduled peer: on this
+2-core box at load ~7, TRL's default-workload step took 0.5-1.2 s with 2 threads and
+0.09-0.28 s with 1. `--torch-threads 1` is TRL's best setting there; use it when `uptime` shows
+a load above the core count, and say so with the numbers.
 
 Workloads:
 - `default`: what `python -m rlexp` trains. rlexp's builtin tiny Qwen3 (rlexp/models/builtin/tiny:
@@ -36,8 +43,7 @@ What is matched (TRL side = `trl_worker` below):
   TRL the k3 estimator; the cost of both is the same reference forward pass.
 - Optimizer: AdamW lr 1e-3, betas (0.9, 0.99), weight decay 0, global-norm clip 1.0, linear
   warmup over 10 % of the steps then cosine to 0.
-- Precision and device: float32 on CPU, no gradient checkpointing; torch and XLA use their
-  default thread pools (all cores).
+- Precision and device: float32 on CPU, no gradient checkpointing; thread pools as above.
 
 Not matched, by design: rlexp runs a short eval before and after training (8 prompts, 1 sample)
 and writes one checkpoint at the end; TRL saves nothing. Both count in the process wall, not in
@@ -95,8 +101,8 @@ WORKLOADS = {
     # 4 prompts (not 8) keep a 2-core run of both sides within a few minutes; still matmul-bound
     "compute": Workload(
         "compute",
-        steps=8,
-        warmup=3,
+        steps=6,
+        warmup=2,
         completion_tokens=64,
         batch_size=4,
         num_layers=6,
@@ -117,6 +123,7 @@ class RunResult:
     step_times: list[float]  # every step, compile included
     warmup: int
     process_wall: float
+    cpu: float  # process user + system seconds, all threads
     peak_rss: int  # bytes
 
     @property
@@ -128,19 +135,20 @@ class RunResult:
         return sum(self.step_times)
 
 
-def run_child(cmd: list[str], log: Path) -> tuple[int, float, int]:
-    """Run cmd in a fresh process; (exit code, wall seconds, peak RSS bytes of that process).
+def run_child(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> tuple[int, float, float, int]:
+    """Run cmd in a fresh process; (exit code, wall seconds, CPU seconds, peak RSS bytes of that process).
 
     os.wait4 gives the child's own rusage; RUSAGE_CHILDREN would be a running max over all children.
     """
     t0 = time.perf_counter()
     with log.open("w") as out:
         # rlexp imported by the TRL side comes from this checkout, like `python -m rlexp` run here
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-        proc = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=env)
+        path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+        full_env = {**os.environ, "PYTHONPATH": path, **(env or {})}
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=full_env)
         _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, time.perf_counter() - t0, usage.ru_maxrss * 1024
+    return proc.returncode, time.perf_counter() - t0, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024
 
 
 def rlexp_overrides(w: Workload, model_dir: Path | None) -> list[str]:
@@ -179,27 +187,28 @@ def rlexp_overrides(w: Workload, model_dir: Path | None) -> list[str]:
     return args
 
 
-def run_rlexp(w: Workload, model_dir: Path | None, work: Path) -> RunResult:
+def run_rlexp(w: Workload, model_dir: Path | None, work: Path, torch_threads: int) -> RunResult:
     run_dir = Path(tempfile.mkdtemp(dir=work, prefix="rlexp-"))
     log = run_dir / "log.txt"
     cmd = [sys.executable, "-m", "rlexp", *rlexp_overrides(w, model_dir), f"hydra.run.dir={run_dir}/run"]
-    code, wall, rss = run_child(cmd, log)
+    code, wall, cpu, rss = run_child(cmd, log)
     metrics = run_dir / "run" / "metrics.jsonl"
     if code or not metrics.exists():
         raise SystemExit(f"rlexp run failed ({code}):\n{log.read_text()[-3000:]}")
     rows = [json.loads(ln) for ln in metrics.read_text().splitlines()]
     times = [r["perf/step_time_sec"] for r in rows if "perf/step_time_sec" in r]
-    return RunResult("rlexp", times, w.warmup, wall, rss)
+    return RunResult("rlexp", times, w.warmup, wall, cpu, rss)
 
 
-def run_trl(w: Workload, model_dir: Path | None, work: Path) -> RunResult:
+def run_trl(w: Workload, model_dir: Path | None, work: Path, torch_threads: int) -> RunResult:
     out = Path(tempfile.mkdtemp(dir=work, prefix="trl-"))
     spec = {**asdict(w), "model_dir": str(model_dir or BUILTIN_TINY), "out": str(out)}
-    code, wall, rss = run_child([sys.executable, __file__, "_trl", json.dumps(spec)], out / "log.txt")
+    env = {"OMP_NUM_THREADS": str(torch_threads)} if torch_threads else None
+    code, wall, cpu, rss = run_child([sys.executable, __file__, "_trl", json.dumps(spec)], out / "log.txt", env)
     stamps = out / "step_times.json"
     if code or not stamps.exists():
         raise SystemExit(f"TRL run failed ({code}):\n{(out / 'log.txt').read_text()[-3000:]}")
-    return RunResult("trl", json.loads(stamps.read_text()), w.warmup, wall, rss)
+    return RunResult("trl", json.loads(stamps.read_text()), w.warmup, wall, cpu, rss)
 
 
 # --- the TRL side (runs in its own process) ----------------------------------------------------
@@ -331,11 +340,11 @@ def median(values: list[float]) -> float:
     return statistics.median(values)
 
 
-def bench(w: Workload, rounds: int, work: Path) -> dict[str, list[RunResult]]:
+def bench(w: Workload, rounds: int, work: Path, torch_threads: int) -> dict[str, list[RunResult]]:
     model_dir = None
     if w.name != "default":
         model_dir = work / f"model-{w.name}"
-        code, _, _ = run_child(
+        code, _, _, _ = run_child(
             [sys.executable, __file__, "_make_model", w.name, str(model_dir)], work / "make_model.txt"
         )
         print((work / "make_model.txt").read_text().strip().splitlines()[-1])
@@ -345,11 +354,11 @@ def bench(w: Workload, rounds: int, work: Path) -> dict[str, list[RunResult]]:
     sides = [("trl", run_trl), ("rlexp", run_rlexp)]
     for r in range(rounds):
         for side, fn in sides if r % 2 == 0 else sides[::-1]:
-            res = fn(w, model_dir, work)
+            res = fn(w, model_dir, work, torch_threads)
             results[side].append(res)
             print(
                 f"[{w.name}] round {r + 1} {side:<5}: steady step {res.steady * 1000:8.1f} ms | "
-                f"train wall {res.train_wall:6.1f} s | process wall {res.process_wall:6.1f} s | "
+                f"train wall {res.train_wall:6.1f} s | process wall {res.process_wall:6.1f} s | CPU {res.cpu:6.1f} s | "
                 f"peak RSS {res.peak_rss / 2**30:.2f} GiB",
                 flush=True,
             )
@@ -366,6 +375,7 @@ def report(w: Workload, results: dict[str, list[RunResult]]) -> None:
         ("steady step", "steady", 1000, "ms"),
         ("train wall", "train_wall", 1, "s"),
         ("process wall", "process_wall", 1, "s"),
+        ("process CPU", "cpu", 1, "s"),
         ("peak RSS", "peak_rss", 1 / 2**30, "GiB"),
     ):
         a, b = med("trl", attr), med("rlexp", attr)
@@ -383,7 +393,14 @@ def main() -> None:
     ap.add_argument("--workload", choices=("default", "compute", "both"), default="both")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--steps", type=int, default=None, help="override the workload's step count")
+    ap.add_argument(
+        "--torch-threads", type=int, default=0, help="OMP_NUM_THREADS for the TRL side (0: torch's default)"
+    )
     args = ap.parse_args()
+    load = os.getloadavg()[0]
+    print(f"load average {load:.1f} on {os.cpu_count()} cores; torch threads: {args.torch_threads or 'default'}")
+    if load > (os.cpu_count() or 1) and not args.torch_threads:
+        print("note: the machine is oversubscribed; torch's spinning OpenMP threads slow TRL down: see --torch-threads")
     names = ("default", "compute") if args.workload == "both" else (args.workload,)
     with tempfile.TemporaryDirectory(prefix="bench_vs_trl-") as tmp:
         all_results = {}
@@ -391,7 +408,7 @@ def main() -> None:
             w = WORKLOADS[name]
             if args.steps:
                 w = Workload(**{**asdict(w), "steps": args.steps})
-            all_results[name] = (w, bench(w, args.rounds, Path(tmp)))
+            all_results[name] = (w, bench(w, args.rounds, Path(tmp), args.torch_threads))
         for w, results in all_results.values():
             report(w, results)
 
