@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # The image GKE pods and Slurm jobs run: rlexp and its pinned JAX stack; entrypoint `python -m rlexp`.
 #   docker build -t IMAGE .                                   CPU (tests, CPU node pools)
-#   docker build --build-arg ACCELERATOR=tpu -t IMAGE .       TPU: jax[tpu] + pathwaysutils (GKE, Pathways)
+#   docker build --build-arg ACCELERATOR=tpu -t IMAGE .       TPU: jax[tpu] + pathwaysutils (GKE, Pathways) + vllm-tpu
 #   docker build --build-arg ACCELERATOR=cuda -t IMAGE .      NVIDIA GPUs: jax[cuda12] (Slurm, GKE GPU pools)
 # Secrets never enter the image: pods get HF_TOKEN / WANDB_API_KEY from a Kubernetes Secret at run time.
 # gcsfs: run files (metrics, summary, samples) go to gs:// output dirs through fsspec.

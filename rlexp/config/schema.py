@@ -140,6 +140,23 @@ class LoraConfig:
 
 
 @dataclass
+class RolloutConfig:
+    """Which engine samples the completions, how it is split over the rollout devices, and whether it runs ahead.
+
+    The parallelism and memory knobs are vLLM's (the seeds: gemma4-e4b DP8 x TP2 at HBM 0.5, gpt-oss-20b DP2 x TP8
+    at HBM 0.8); the vanilla engine samples on the rollout mesh of slice.mesh / slice.rollout_devices.
+    """
+
+    engine: str = "vanilla"  # vanilla (Tunix's JAX sampler) | vllm (vLLM on TPU slices, package vllm-tpu)
+    data_parallel: int = -1  # vllm: engine replicas over the rollout devices; -1: rollout devices / tensor_parallel
+    tensor_parallel: int = -1  # vllm: chips per replica; -1: rollout devices / data_parallel
+    hbm_utilization: float = 0.2  # vllm: share of each rollout chip's HBM for weights + KV cache (Tunix's default)
+    # Sample step n+1 while step n trains (one step off-policy); needs rollout devices apart from the trainer's
+    # (slice.rollout_devices > 0). False keeps separate devices synchronous: sample, then train, then sync weights.
+    async_rollout: bool = False
+
+
+@dataclass
 class TrainerConfig:
     """The RL algorithm, optimizer, rollout sampling, evaluation and checkpoint cadence."""
 
@@ -181,6 +198,7 @@ class TrainerConfig:
     keep_checkpoints: int = 2
     resume: str = "auto"  # auto | never
     lora: LoraConfig = field(default_factory=LoraConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
 
 
 @dataclass

@@ -96,6 +96,7 @@ def validate(cfg: RlexpConfig) -> None:
     if not 0 <= s.rollout_devices < s.devices:
         raise ConfigError("slice.rollout_devices", s.rollout_devices, f"use 0 (colocated) or fewer than {s.devices}")
     fsdp, _tp = resolve_mesh(s)
+    _check_rollout(cfg)
     for key in ("micro_batch_size", "rollout_micro_batch_size"):
         micro = getattr(t, key)
         if micro is not None and (micro < 1 or t.batch_size % micro):
@@ -134,6 +135,40 @@ def validate(cfg: RlexpConfig) -> None:
     _check_reward(cfg)
     _choice("logger.name", cfg.logger.name, ("none", "wandb", "tensorboard"))
     check_fits(cfg)  # chips of known memory only (TPU/GPU slices); the message carries the numbers
+
+
+def _check_rollout(cfg: RlexpConfig) -> None:
+    """trainer.rollout: the engine fits the slice, vLLM's split fits the rollout devices, async has its own devices."""
+    r, s = cfg.trainer.rollout, cfg.slice
+    _choice("trainer.rollout.engine", r.engine, ("vanilla", "vllm"))
+    if r.engine == "vllm" and s.kind != "tpu":
+        raise ConfigError(
+            "trainer.rollout.engine", r.engine, f"vLLM rollout runs on TPU slices (vllm-tpu); use vanilla on {s.kind}"
+        )
+    if r.async_rollout and not s.rollout_devices:
+        raise ConfigError(
+            "trainer.rollout.async_rollout",
+            r.async_rollout,
+            "async rollout samples on devices of its own: set slice.rollout_devices > 0 (e.g. half the devices)",
+        )
+    if not 0 < r.hbm_utilization <= 1:
+        raise ConfigError("trainer.rollout.hbm_utilization", r.hbm_utilization, "use a fraction in (0, 1]")
+    for key in ("data_parallel", "tensor_parallel"):
+        if getattr(r, key) == 0 or getattr(r, key) < -1:
+            raise ConfigError(f"trainer.rollout.{key}", getattr(r, key), "use -1 (derived) or a positive size")
+    if r.engine != "vllm":
+        return
+    n = s.rollout_devices or s.devices  # colocated: vLLM shares every device with the trainer
+    dp, tp = r.data_parallel, r.tensor_parallel
+    if dp > 0 and tp > 0 and dp * tp != n:
+        raise ConfigError(
+            "trainer.rollout.data_parallel",
+            dp,
+            f"data_parallel x tensor_parallel = {dp * tp} must equal the {n} rollout devices",
+        )
+    for key, size in (("data_parallel", dp), ("tensor_parallel", tp)):
+        if size > 0 and n % size:
+            raise ConfigError(f"trainer.rollout.{key}", size, f"must divide the {n} rollout devices")
 
 
 def check_steps(cfg: RlexpConfig, train_rows: int) -> None:

@@ -85,7 +85,34 @@ def rollout_config(cfg: RlexpConfig, tokenizer: Any, prompt_tokens: int | None =
         # a top-k beyond the vocabulary keeps every token, which XLA's top_k refuses to be asked for
         top_k=min(t.top_k, cfg.model.vocab_size) if t.top_k else None,
         eos_tokens=[tokenizer.eos_token_id],
+        **(vllm_rollout_fields(cfg) if cfg.trainer.rollout.engine == "vllm" else {}),
     )
+
+
+def vllm_rollout_fields(cfg: RlexpConfig) -> dict[str, Any]:
+    """The RolloutConfig fields that point Tunix's vLLM engine (engine="vllm") at the model and split it.
+
+    vLLM starts from random weights and receives the actor's at the first weight sync, so it only needs the
+    checkpoint's config (its folder or hub id). -1 sizes are left to vLLM/Tunix to derive from the rollout mesh.
+    """
+    r = cfg.trainer.rollout
+    return {
+        "rollout_vllm_model_version": cfg.model.path or cfg.model.hf_id,
+        "rollout_vllm_hbm_utilization": r.hbm_utilization,
+        "data_parallel_size": r.data_parallel,
+        "tensor_parallel_size": r.tensor_parallel,
+        "rollout_vllm_init_with_random_weights": True,
+    }
+
+
+def rollout_engine(cfg: RlexpConfig, colocated: bool) -> Any:
+    """Tunix's `ClusterConfig.rollout_engine` for trainer.rollout.engine.
+
+    A custom engine gets the actor's own model, so only a colocated rollout (shared weights) uses the lean one.
+    """
+    if cfg.trainer.rollout.engine == "vllm":
+        return "vllm"
+    return lean_rollout_engine() if colocated else "vanilla"
 
 
 def lean_rollout_engine() -> type:
@@ -205,8 +232,7 @@ def build_cluster(
     )
     cluster_config = rl.ClusterConfig(
         role_to_mesh=role_to_mesh,
-        # A custom engine gets the actor's own model, so only a colocated rollout (shared weights) uses it.
-        rollout_engine=lean_rollout_engine() if rollout_mesh is train_mesh else "vanilla",
+        rollout_engine=rollout_engine(cfg, colocated=rollout_mesh is train_mesh),
         offload_to_cpu=False,
         training_config=training,
         rollout_config=rollout_config(cfg, tokenizer, prompt_tokens),
@@ -222,6 +248,13 @@ def build_cluster(
 
 
 def build_learner(cfg: RlexpConfig, cluster: Any, reward_fns: list, metric_fns: list) -> Any:
+    """Tunix's learner for trainer.algorithm, with trainer.rollout.async_rollout applied."""
+    learner = _algorithm_learner(cfg, cluster, reward_fns, metric_fns)
+    set_async_rollout(cfg, learner)
+    return learner
+
+
+def _algorithm_learner(cfg: RlexpConfig, cluster: Any, reward_fns: list, metric_fns: list) -> Any:
     t = cfg.trainer
     common = dict(num_generations=t.num_generations, num_iterations=t.num_iterations, epsilon=t.epsilon)
     if t.algorithm == "dapo":
@@ -240,3 +273,13 @@ def build_learner(cfg: RlexpConfig, cluster: Any, reward_fns: list, metric_fns: 
     loss_algo = "gspo-token" if t.algorithm == "gspo" else "grpo"
     algo = GRPOConfig(**common, beta=t.beta, loss_algo=loss_algo, loss_agg_mode=t.loss_agg_mode)
     return GRPOLearner(cluster, algo, reward_fns, metric_fns=metric_fns)
+
+
+def set_async_rollout(cfg: RlexpConfig, learner: Any) -> None:
+    """Apply trainer.rollout.async_rollout to a built learner.
+
+    Tunix 0.1.7 samples ahead (queueing each rollout micro-batch while the actor trains, one step off-policy)
+    whenever the actor and rollout meshes differ, and decides it once in the learner's constructor. rlexp makes
+    it explicit: separate rollout devices without async_rollout sample and train in turn (on-policy).
+    """
+    learner.can_enable_async_rollout = bool(learner.can_enable_async_rollout and cfg.trainer.rollout.async_rollout)

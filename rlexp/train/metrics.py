@@ -37,6 +37,8 @@ TUNIX_TO_RLEXP = {
     "actor/train/learning_rate": "lr",
     "perf/train/mean/rollout_time": "perf/rollout_time_sec",
     "perf/train/global_step_time": "perf/tunix_step_time_sec",
+    # Async rollout (trainer.rollout.async_rollout): seconds the actor waited for the next rollout batch.
+    "global/train/actor_dequeue_time": "perf/actor_dequeue_time_sec",
 }
 # Tunix's own names that rlexp drops (duplicates of kept metrics, or not per-step quantities).
 _DROPPED = re.compile(r"^(rewards/train/score/|jax/|actor/train/perplexity|perf/train/(sum|mean)/(?!rollout_time))")
