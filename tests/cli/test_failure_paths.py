@@ -1,0 +1,133 @@
+"""Failures the table cannot express: tracebacks on request, the run's log, interrupts, damaged checkpoints,
+the preflight's counts, and group appends that must stay legal."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rlexp.config.load import to_config
+from rlexp.train.checkpoints import damage
+from tests.cli.conftest import TRAIN
+from tests.cli.test_bad_inputs import tree_hash
+from tests.helpers import REPO, compose_cfg
+
+
+def rlexp(*args: str, cwd: Path, module: str = "rlexp", **env: str) -> subprocess.CompletedProcess:
+    environ = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"} | {"PYTHONPATH": str(REPO), **env}
+    cmd = [sys.executable, "-m", module, *args]
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=environ, timeout=600)
+
+
+def one_line(proc: subprocess.CompletedProcess) -> str:
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("rlexp: error: "), proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr + proc.stdout
+    return lines[0]
+
+
+def test_group_appends_stay_legal_while_undeclared_keys_are_refused() -> None:
+    for preset in ("lr_beta", "optuna_lr", "generations_temperature"):
+        to_config(compose_cfg([f"+sweep={preset}"]))  # a sweep preset sets sweep.name: a declared key
+    to_config(compose_cfg(["+model.extra.rope_scaling=2.0"]))  # model.extra is free-form
+    with pytest.raises(Exception, match="did you mean trainer.learning_rate"):
+        to_config(compose_cfg(["+trainer.learning_rat=1e-3"]))
+
+
+@pytest.mark.parametrize(
+    ("module", "args"),
+    [
+        ("rlexp", ["--debug", "trainer.adam_b1=2", "hydra.run.dir=run"]),
+        ("rlexp.jobs", ["--debug", "status", "/no/such/dir"]),
+    ],
+)
+def test_debug_and_full_error_keep_the_traceback(module: str, args: list[str], tmp_path: Path) -> None:
+    proc = rlexp(*args, cwd=tmp_path, module=module)
+    assert proc.returncode != 0 and "Traceback" in proc.stderr and "Error" in proc.stderr
+    full = rlexp("trainer.adam_b1=2", "hydra.run.dir=run", cwd=tmp_path, HYDRA_FULL_ERROR="1")
+    assert full.returncode != 0 and "Traceback" in full.stderr and "ConfigError" in full.stderr
+
+
+def test_validate_counts_dropped_rows(tmp_path: Path) -> None:
+    data = tmp_path / "train.jsonl"
+    rows = [json.dumps({"question": f"{i}+1=", "answer": str(i + 1)}) for i in range(6)]
+    data.write_text("\n".join([rows[0], '{"question": "cut', *rows[1:]]) + "\n")
+    given = tmp_path / "given.jsonl"
+    given.write_text("".join(json.dumps({"id": f"jsonl-train-{i}", "completion": "2"}) + "\n" for i in (0, 2)))
+    common = ["dataset=jsonl", f"dataset.source={data}", "dataset.eval_size=2", "trainer.eval_prompts=2"]
+    ok = rlexp(*common, f"validate.completions={given}", "trainer.max_steps=1", "hydra.run.dir=v", cwd=tmp_path,
+               module="rlexp.validate")  # fmt: skip
+    assert "preflight warning: dataset_rows: 1 unparseable_record" in ok.stdout, ok.stdout[-2000:]
+
+
+@pytest.mark.slow
+def test_run_time_failure_keeps_its_traceback_in_the_run_log(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    proc = rlexp("dataset=jsonl", f"dataset.source={tmp_path}/none.jsonl", *TRAIN, f"hydra.run.dir={run}",
+                 cwd=tmp_path)  # fmt: skip
+    line = one_line(proc)
+    assert proc.returncode == 2 and "dataset.source=" in line
+    log = (run / "main.log").read_text()
+    assert line.removeprefix("rlexp: error: ") in log and "Traceback (most recent call last)" in log
+
+
+# Ctrl-C arrives as the first optimizer update is about to start: nothing is saved, and the line says so.
+INTERRUPT = """
+import os, runpy, signal, sys
+from rlexp.train import hooks
+original = hooks.StepHooks.on_train_step_start
+def first_step(self, ctx):
+    if ctx.train_steps == 0:
+        os.kill(os.getpid(), signal.SIGINT)
+    return original(self, ctx)
+hooks.StepHooks.on_train_step_start = first_step
+sys.argv = ["rlexp", *sys.argv[1:]]
+runpy.run_module("rlexp", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.slow
+def test_ctrl_c_before_step_1_claims_no_checkpoint(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"} | {"PYTHONPATH": str(REPO)}
+    cmd = [sys.executable, "-c", INTERRUPT, *TRAIN, f"hydra.run.dir={run}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("rlexp: error:")]
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert errors == [f"rlexp: error: {run}: interrupted before step 1, no checkpoint saved; rerun to start again"]
+    assert not list((run / "checkpoints" / "actor").glob("[0-9]*"))
+    assert json.loads((run / "summary.json").read_text())["status"] == "interrupted"
+
+
+@pytest.mark.slow
+def test_damaged_newest_checkpoint_is_set_aside_or_refused(trained_run: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(trained_run, run)
+    actor = run / "checkpoints" / "actor"
+    assert damage(actor / "3") is None
+    shutil.copytree(actor / "3", actor / "6")  # a newer step, then damaged as a cut-short copy would be
+    data = max((actor / "6" / "model_params").rglob("d/*"), key=lambda p: p.stat().st_size)
+    data.write_bytes(data.read_bytes()[:100])
+    assert "cut short" in (damage(actor / "6") or "")
+
+    both = tmp_path / "both"
+    shutil.copytree(run, both)
+    (both / "checkpoints/actor/3/model_params/_METADATA").write_text('{"tree')
+    before = tree_hash(both)
+    refused = rlexp(*TRAIN, f"hydra.run.dir={both}", cwd=tmp_path)
+    assert refused.returncode == 1 and "cannot be restored" in one_line(refused)
+    assert tree_hash(both) == before, "a run that cannot resume changed its run dir"
+
+    resumed = rlexp(*TRAIN, f"hydra.run.dir={run}", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    warnings = [ln for ln in resumed.stderr.splitlines() if ln.startswith("rlexp: warning:")]
+    assert len(warnings) == 1 and "checkpoint 6 cannot be restored" in warnings[0] and "from step 3" in warnings[0]
+    assert (run / "checkpoints.unrestorable" / "actor" / "6").is_dir() and not (actor / "6").exists()
+    assert f"resuming {run} from step 3" in resumed.stderr
+    assert json.loads((run / "summary.json").read_text())["status"] == "completed"
