@@ -151,8 +151,9 @@ class RolloutConfig:
     data_parallel: int = -1  # vllm: engine replicas over the rollout devices; -1: rollout devices / tensor_parallel
     tensor_parallel: int = -1  # vllm: chips per replica; -1: rollout devices / data_parallel
     hbm_utilization: float = 0.2  # vllm: share of each rollout chip's HBM for weights + KV cache (Tunix's default)
-    # Sample step n+1 while step n trains (one step off-policy); needs rollout devices apart from the trainer's
-    # (slice.rollout_devices > 0). False keeps separate devices synchronous: sample, then train, then sync weights.
+    # Sample the next micro-batch (trainer.micro_batch_size) while the trainer trains on the last one; weights still
+    # sync once per step, so training stays on-policy. Needs rollout devices apart from the trainer's
+    # (slice.rollout_devices > 0). False keeps separate devices in turn: sample the whole batch, then train.
     async_rollout: bool = False
 
 

@@ -278,8 +278,9 @@ def _algorithm_learner(cfg: RlexpConfig, cluster: Any, reward_fns: list, metric_
 def set_async_rollout(cfg: RlexpConfig, learner: Any) -> None:
     """Apply trainer.rollout.async_rollout to a built learner.
 
-    Tunix 0.1.7 samples ahead (queueing each rollout micro-batch while the actor trains, one step off-policy)
-    whenever the actor and rollout meshes differ, and decides it once in the learner's constructor. rlexp makes
-    it explicit: separate rollout devices without async_rollout sample and train in turn (on-policy).
+    Tunix 0.1.7 queues each rollout micro-batch for the actor as soon as it is sampled (the actor trains on it
+    while the next one samples) whenever the actor and rollout meshes differ, and decides it once in the learner's
+    constructor. Weights sync once per global step either way, so both modes are on-policy: on the default task,
+    100 steps on 2+2 CPU devices gave identical metrics with and without it. rlexp makes the overlap explicit.
     """
     learner.can_enable_async_rollout = bool(learner.can_enable_async_rollout and cfg.trainer.rollout.async_rollout)
