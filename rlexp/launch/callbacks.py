@@ -83,6 +83,10 @@ class SweepCallback(Callback):
 
     def _start(self, config: DictConfig) -> None:
         self._read_flags(config)
+        if str(OmegaConf.select(config, "hydra.launcher._target_") or "").endswith("GkeLauncher"):
+            from rlexp.launch.gke import settings
+
+            settings(config.hydra.launcher)  # e.g. max_restarts=-1: refused before sweep.json is written
         directory = context.sweep_dir(config, config.hydra.sweep.dir)
         resume = bool(OmegaConf.select(config, "sweep.resume"))
         jobs, swept = plan(config)

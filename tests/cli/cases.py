@@ -104,6 +104,12 @@ RLEXP = [
     _c("rlexp -m trainer.beta=0,,1 hydra.sweep.dir={tmp}/sweep", 2, "trainer.beta=0,,1", check="no_sweep_json"),
     _c("rlexp -m +sweep=nosuch hydra.sweep.dir={tmp}/sweep", 2, "sweep='nosuch'", check="no_sweep_json"),
     _c(
+        "rlexp -m hydra/launcher=gke hydra.launcher.max_restarts=-1 hydra.launcher.dry_run=true hydra.sweep.dir={tmp}/sweep",
+        2,
+        "hydra.launcher.max_restarts=-1",
+        check="no_sweep_json",
+    ),
+    _c(
         "rlexp -m +trainer.learning_rat=1,2 hydra.sweep.dir={tmp}/sweep sweep.progress=false",
         2,
         "did you mean trainer.learning_rate",
