@@ -93,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     try:
+        Path(args.out).mkdir(parents=True, exist_ok=True)  # before torch loads: a bad --out fails at once
         print(write(args.family, Path(args.out), args.seed))
     except RlexpError as err:
         print_error(err)
