@@ -10,14 +10,13 @@ dir appends the full traceback to `<run dir>/<job>.log`.
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import difflib
 import os
 import re
 import sys
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import NoReturn, TypeVar
 
 from rlexp.errors import RlexpError, RunError, exit_with_message, full_traceback, print_error
@@ -189,13 +188,6 @@ def install() -> None:
     from rlexp.compat.hydra import wrap_error_reporting
 
     wrap_error_reporting(_report, quiet=_quiet)
-
-
-@contextlib.contextmanager
-def user_errors() -> Iterator[None]:
-    """Inside a Hydra task function: kept for callers; a user error leaves the task function and Hydra's
-    job machinery records it (a multirun job counts as failed), then `install`'s handler prints one line."""
-    yield
 
 
 def _interrupted() -> NoReturn:
