@@ -1,16 +1,18 @@
 """The data checks before a run: the turn-marker guard in training, the launch preflight naming what it could
 not run, prompt lengths filtered with the tokenizer at hand, and `rlexp.validate` loading a reachable hub dataset.
 
-Each goes through the user's command (`python -m rlexp`, `python -m rlexp.validate`), in-process so that the
-model loader and the hub client can be replaced by recorders.
+Each goes through the user's command (`python -m rlexp`, `python -m rlexp.validate`): as a subprocess for
+training, in-process where the hub client is replaced by a recorder.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from rlexp.checks.preflight import preflight
@@ -25,30 +27,35 @@ def _status(result: dict) -> dict[str, str]:
     return {c["name"]: c["status"] for c in result["checks"]}
 
 
-def test_training_refuses_doubled_markers_before_loading_weights(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
-) -> None:
-    import rlexp.models.loader as loader
+def test_training_refuses_doubled_markers_before_loading_weights(tmp_path: Path) -> None:
+    # A model folder whose safetensors hold no usable weight: loading it fails ("weights do not fit"), so the
+    # template error proves the guard ran before any weights were read.
+    import shutil
 
-    loaded: list[str] = []
-    monkeypatch.setattr(loader, "load_model", lambda *a, **k: loaded.append("weights") or 1 / 0)
-    rc = run_cli(
-        monkeypatch,
+    from safetensors.numpy import save_file
+
+    model = tmp_path / "model"
+    model.mkdir()
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(REPO / "rlexp" / "models" / "builtin" / "tiny" / name, model / name)
+    save_file({"unused": np.zeros(1, np.float32)}, str(model / "model.safetensors"))
+    common = ["trainer.max_steps=2", "trainer.eval_every=2", "trainer.checkpoint_every=2", "logger=none"]
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        cmd = [sys.executable, "-m", "rlexp", *common, f"model.path={model}", *args]
+        return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+
+    bad = run(
         "chat_template=chatml",
         "data_template.template='<|im_start|>user\\n{question}'",  # the seeds' bug: markers in the data template
-        "trainer.max_steps=2",
-        "trainer.eval_every=2",
-        "trainer.checkpoint_every=2",
-        "logger=none",
-        f"hydra.run.dir={tmp_path}",
+        f"hydra.run.dir={tmp_path / 'bad'}",
     )
-    err = capsys.readouterr().err.strip().splitlines()
-    assert rc == 2 and loaded == []  # refused before any weights were read
-    assert [line for line in err if line.startswith("rlexp: error:")] == [err[-1]]
-    assert err[-1].startswith(
-        "rlexp: error: data_template='plain': with chat_template=chatml the prompts are malformed"
-    )
-    assert "'<|im_start|>'" in err[-1] and not (tmp_path / "metrics.jsonl").exists()
+    err = bad.stderr.strip().splitlines()
+    assert bad.returncode == 2 and [line for line in err if line.startswith("rlexp: error:")] == [err[-1]], err
+    assert "with chat_template=chatml the prompts are malformed" in err[-1] and "'<|im_start|>'" in err[-1]
+    assert not (tmp_path / "bad" / "metrics.jsonl").exists()
+    good = run(f"hydra.run.dir={tmp_path / 'good'}")  # the same folder with a clean template reaches the weights
+    assert good.returncode != 0 and "weights do not fit" in good.stderr.strip().splitlines()[-1]
 
 
 def test_launch_preflight_names_the_checks_it_could_not_run(
