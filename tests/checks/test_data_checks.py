@@ -132,30 +132,43 @@ def _hub(monkeypatch: pytest.MonkeyPatch, calls: list) -> None:
     monkeypatch.setattr(datasets, "load_dataset", load_dataset)
 
 
-def test_validate_loads_a_reachable_hub_dataset(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
-) -> None:
-    from rlexp import cli
-    from rlexp.validate import main
+# `python -m rlexp.validate` in a subprocess whose hub answers like `_hub` and records the calls it gets.
+HUB_DRIVER = """
+import json, runpy, sys
+import datasets
 
-    calls: list = []
-    _hub(monkeypatch, calls)
+RECORD = sys.argv[1]
+
+def load_dataset(path, name=None, split=None, **kw):
+    with open(RECORD, "a") as f:
+        f.write(json.dumps([path, name, split, bool(datasets.config.HF_HUB_OFFLINE)]) + "\\n")
+    return [{"question": f"What is {i}+{i}?", "answer": f"{i}+{i}={2 * i}\\n#### {2 * i}"} for i in range(12)]
+
+datasets.load_dataset = load_dataset
+sys.argv = ["rlexp.validate", *sys.argv[2:]]
+runpy.run_module("rlexp.validate", run_name="__main__")
+"""
+
+
+def test_validate_loads_a_reachable_hub_dataset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     completions = tmp_path / "c.jsonl"
     completions.write_text("".join(json.dumps({"id": f"gsm8k-test-{i}", "completion": f"\\boxed{{{2 * i}}}"}) + "\n"
                                    for i in range(4)))  # fmt: skip
     over = ["dataset=gsm8k", "dataset.source=someone/gsm8k-copy", "dataset.train_size=8", "dataset.eval_size=4", "trainer.max_steps=1", "trainer.eval_prompts=4",
             "reward=math", f"validate.completions={completions}", f"hydra.run.dir={tmp_path / 'v'}"]  # fmt: skip
-    monkeypatch.setattr(sys, "argv", ["rlexp.validate", *over])
-    try:
-        cli.run(main)
-    except SystemExit as exit_:
-        assert exit_.code in (0, None), capsys.readouterr()
+    record = tmp_path / "hub_calls.jsonl"
+    proc = subprocess.run(
+        [sys.executable, "-c", HUB_DRIVER, str(record), *over], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    calls = [tuple(json.loads(line)) for line in record.read_text().splitlines()]
     assert calls == [("someone/gsm8k-copy", "main", "train", False), ("someone/gsm8k-copy", "main", "test", False)]
     result = json.loads((tmp_path / "v" / "validation.json").read_text())
     assert _status(result)["dataset"] == "ok" and result["dataset"]["train_rows"] == 8
     assert [r["rewards"]["math"] for r in result["rows"]] == [1.0] * 4
-    out = capsys.readouterr().out
-    assert "rlexp: cost estimate for tiny on cpu" in out and "rlexp: preflight passed" in out
+    assert "rlexp: cost estimate for tiny on cpu" in proc.stdout and "rlexp: preflight passed" in proc.stdout
+    calls: list = []
+    _hub(monkeypatch, calls)
     # the launch preflight downloads nothing: the same source is skipped there, and said so
     calls.clear()
     offline = preflight(compose_conf(over[:-2]), str(tmp_path / "o"), allow_downloads=False)
