@@ -25,6 +25,18 @@ class RlexpError(Exception):
         if exit_code is not None:
             self.exit_code = exit_code
 
+    def __reduce__(self) -> tuple:
+        # Pickled across processes (a Slurm job's result reaches the submitting side that way): keep the message,
+        # exit status and fields without calling __init__, whose arguments differ between subclasses.
+        return (_restore_error, (type(self), self.args, dict(self.__dict__)))
+
+
+def _restore_error(cls: type[RlexpError], args: tuple, state: dict) -> RlexpError:
+    err = cls.__new__(cls)
+    Exception.__init__(err, *args)
+    err.__dict__.update(state)
+    return err
+
 
 class RunError(RlexpError):
     """A failure at run time that the user can fix (a file, a port, a checkpoint): exit status 1."""

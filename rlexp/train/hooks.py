@@ -8,6 +8,7 @@ stop cleanly (checkpoint first) after SIGTERM / Ctrl-C or a reward error budget 
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
@@ -36,13 +37,9 @@ def agree(step: int, *flags: bool) -> tuple[bool, ...]:
 
     if jax.process_count() == 1:
         return tuple(flags)
-    from jax._src import distributed
+    from rlexp.compat.jax import exchange
 
-    client = distributed.global_state.client
-    key = f"rlexp/agree/{step}"
-    client.key_value_set(f"{key}/{jax.process_index()}", "".join("1" if f else "0" for f in flags))
-    client.wait_at_barrier(f"{key}/barrier", timeout_in_ms=AGREE_TIMEOUT_MS)
-    votes = [value for _, value in client.key_value_dir_get(key)]
+    votes = exchange(f"rlexp/agree/{step}", "".join("1" if f else "0" for f in flags), AGREE_TIMEOUT_MS)
     return tuple(any(v[i] == "1" for v in votes) for i in range(len(flags)))
 
 
@@ -55,14 +52,21 @@ class StopTraining(Exception):
 
 
 class GracefulStop:
-    """SIGTERM / first Ctrl-C set a flag that the step hook turns into checkpoint + exit."""
+    """SIGTERM / first Ctrl-C set a flag that the step hook turns into checkpoint + exit.
 
-    def __init__(self) -> None:
-        self.requested: str | None = None
+    In a Slurm job that submitit started, its time-limit warning (`--signal=USR2@120`, the signal named by
+    SUBMITIT_PREEMPT_SIGNAL) does the same; the job then requeues itself (rlexp.train.run) and resumes.
+    """
+
+    def __init__(self, signals: tuple[signal.Signals, ...] | None = None) -> None:
+        self.requested: str | None = None  # the first signal this process received while training
+        self.late: str | None = None  # a signal received after training ended (peers stopped first)
+        self.stopped: str | None = None  # why training stopped early when a signal stopped it, on any process
+        self.signals = signals if signals is not None else stop_signals()
         self._old: dict[int, Any] = {}
 
     def __enter__(self) -> GracefulStop:
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in self.signals:
             try:
                 self._old[sig] = signal.signal(sig, self._handle)
             except ValueError:  # not the main thread (e.g. inside a launcher worker): no handler
@@ -72,14 +76,14 @@ class GracefulStop:
     def _handle(self, signum: int, frame: Any) -> None:
         if self.requested and signum == signal.SIGINT:
             raise KeyboardInterrupt  # second Ctrl-C: stop now
-        self.requested = signal.Signals(signum).name
-        print(f"\nrlexp: {self.requested} received; saving a checkpoint after this step", file=sys.stderr)
+        self.requested = self.requested or signal.Signals(signum).name
+        print(f"\nrlexp: {signal.Signals(signum).name} received; saving a checkpoint after this step", file=sys.stderr)
 
     def __exit__(self, *exc: Any) -> None:
         import jax
 
         for sig, old in self._old.items():
-            if sig == signal.SIGTERM and jax.process_count() > 1:
+            if sig != signal.SIGINT and jax.process_count() > 1:
                 # A peer may have ended training before this process's own SIGTERM arrives; dying
                 # of it now, before jax.distributed's shutdown barrier, would make the peers abort
                 # there after the heartbeat timeout. The run's files are written: finish normally.
@@ -88,7 +92,19 @@ class GracefulStop:
             signal.signal(sig, old)
 
     def _after_training(self, signum: int, frame: Any) -> None:
+        self.late = self.late or signal.Signals(signum).name
         print(f"\nrlexp: {signal.Signals(signum).name} received after training; finishing", file=sys.stderr)
+
+
+def stop_signals() -> tuple[signal.Signals, ...]:
+    """SIGTERM and SIGINT; in a submitit Slurm job also its time-limit signal (USR2 unless
+    SUBMITIT_PREEMPT_SIGNAL says otherwise), which submitit itself would answer by exiting mid-step."""
+    out = (signal.SIGTERM, signal.SIGINT)
+    if os.environ.get("SUBMITIT_EXECUTOR") == "slurm":
+        extra = getattr(signal, "SIG" + os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2"), None)
+        if isinstance(extra, signal.Signals) and extra not in out:
+            out = (*out, extra)
+    return out
 
 
 class StepHooks(TrainingHooks):
@@ -138,7 +154,8 @@ class StepHooks(TrainingHooks):
             cause = s.reward_error or RlexpError("reward error budget exceeded on another process")
             self._stop(train_ctx, done, "reward error budget exceeded", cause)
         if signalled:
-            self._stop(train_ctx, done, s.stop.requested or "stop requested on another process")
+            s.stop.stopped = s.stop.requested or "stop requested on another process"
+            self._stop(train_ctx, done, s.stop.stopped)
 
     def _stop(self, train_ctx: Any, step: int, reason: str, cause: RlexpError | None = None) -> None:
         # Tunix publishes a step's actor metrics (loss, kl, grad_norm) one update late; publish

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
 from omegaconf import DictConfig
 
 from rlexp.config.schema import RlexpConfig
-from rlexp.errors import ConfigError
-from rlexp.train import rundir
+from rlexp.errors import ConfigError, RunError, print_error
+from rlexp.train import distributed, rundir
+
+if TYPE_CHECKING:
+    from rlexp.train.hooks import GracefulStop
 
 
 class _NotOnThisHost(logging.Filter):
@@ -18,6 +24,37 @@ class _NotOnThisHost(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return "Skipping non-TPU device" not in record.getMessage()
+
+
+def leave_for_requeue(err: RunError, stop: GracefulStop) -> NoReturn:
+    """End a Slurm job that a signal stopped (checkpoint saved) without a result for the submitting side.
+
+    `scontrol requeue`, preemption and `scancel` all send SIGTERM first. The submitting side waits on the job
+    while Slurm has it (a requeued job runs again and resumes from the checkpoint) and reads a job that ended
+    without a result as failed; a result written now would end the wait before the requeued run completed.
+    Submitit's time-limit warning requeues the job from here, once the checkpoint is on disk.
+    """
+    import jax
+
+    print_error(err)
+    time_limit = submitit_time_limit_signal()
+    if time_limit in (stop.requested, stop.late) and jax.process_index() == 0:
+        handle = distributed.slurm_job_handle()
+        done = subprocess.run(["scontrol", "requeue", handle], capture_output=True, text=True, check=False)
+        print(
+            f"rlexp: requeued Slurm job {handle} before its time limit{'' if done.returncode == 0 else ': ' + done.stderr.strip()}",
+            file=sys.stderr,
+        )
+    sys.stderr.flush()
+    # Not an Exception: Hydra and submitit let it through, writing no result. Status 0: Slurm decides the job's
+    # state (requeued, cancelled) either way, and srun --kill-on-bad-exit must not kill task 0 while it writes
+    # the run's summary because another task finished first.
+    raise SystemExit(0)
+
+
+def submitit_time_limit_signal() -> str:
+    """The signal submitit asks Slurm to send before the time limit (`--signal=USR2@120` by default)."""
+    return "SIG" + os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2")
 
 
 def setup_jax(conf: RlexpConfig) -> None:
@@ -35,8 +72,16 @@ def setup_jax(conf: RlexpConfig) -> None:
             "slice",
             conf.slice.name,
             f"runs as {processes} JAX processes that a launcher starts together: "
-            f"python -m rlexp -m hydra/launcher=slurm slice={conf.slice.name} ... "
+            f"python -m rlexp -m hydra/launcher=slurm slice={conf.slice.name} ... , or inside a Slurm allocation "
+            f"srun -n {processes} python -m rlexp slice={conf.slice.name} ... "
             "(scripts/local_slurm.sh up starts a Slurm on this machine)",
+        )
+    if jax.distributed.is_initialized() and jax.process_count() != processes:
+        raise ConfigError(
+            "slice",
+            conf.slice.name,
+            f"runs as {processes} JAX processes, but this job started {jax.process_count()}; "
+            f"start {processes} tasks (srun -n {processes}, or hydra/launcher=slurm, which sizes the job from the slice)",
         )
     from absl import logging as absl_logging
 
@@ -62,7 +107,14 @@ def train(conf: RlexpConfig, cfg: DictConfig, run_dir: Path | str) -> float:
     setup_jax(conf)
     from rlexp.train.session import TrainingSession
 
-    summary = TrainingSession(conf, cfg, str(conf.output_dir or run_dir)).execute()
+    session = TrainingSession(conf, cfg, str(conf.output_dir or run_dir))
+    try:
+        summary = session.execute()
+    except RunError as err:
+        stop = getattr(session, "stop", None)  # the session's GracefulStop, once training began
+        if stop is not None and stop.stopped and distributed.in_submitit_slurm_job():
+            leave_for_requeue(err, stop)
+        raise
     value = rundir.dotted_get(summary, conf.objective)
     if not isinstance(value, int | float):
         raise ConfigError("objective", conf.objective, "name a numeric key of summary.json, e.g. eval.after.pass_at_1")

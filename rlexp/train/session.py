@@ -197,10 +197,14 @@ class TrainingSession:
         self.cluster.actor_trainer.with_training_hooks(StepHooks(self))
         self.start_step = start_step = self.cluster.actor_trainer.train_steps  # > 0 after a restore
         self.tracker = make_tracker(self.conf, self.run_dir, resolved) if self.primary else NoTracker()
-        if start_step:  # steps after the checkpoint are redone: drop what an interrupted run wrote of them
-            if self.primary:
-                rundir.truncate_jsonl(self.path("metrics.jsonl"), start_step)
-                rundir.truncate_jsonl(self.path("samples.jsonl"), start_step)
+        if self.primary:
+            # steps after the checkpoint are redone: drop what an interrupted run wrote of them. Without a
+            # checkpoint (a job killed before its first one, rerun by a sweep resume) everything is redone,
+            # the eval before training included.
+            for name in ("metrics.jsonl", "samples.jsonl"):
+                if storage.exists(self.path(name)):
+                    rundir.truncate_jsonl(self.path(name), start_step if start_step else -1)
+        if start_step:
             if storage.exists(self.path("evals.json")):
                 self.evals = storage.read_json(self.path("evals.json"))
             print(f"rlexp: resuming {self.run_dir} from step {start_step}", file=sys.stderr)
