@@ -1,8 +1,8 @@
-"""`python -m rlexp.jobs`: follow what the GKE launcher submitted.
+"""`python -m rlexp.jobs`: follow what the GKE and Slurm launchers submitted.
 
-python -m rlexp.jobs status <sweep or run dir>     table: job, JobSet, state, restarts, age
-python -m rlexp.jobs logs <JobSet name | job dir>   stream the rlexp container of the head pod
-python -m rlexp.jobs cancel <JobSet name | job or sweep dir>
+python -m rlexp.jobs status <sweep or run dir>     table: job, JobSet or Slurm job, state, restarts, age (error)
+python -m rlexp.jobs logs <JobSet name | Slurm job id | job dir>   the head pod's rlexp container / task 0's log
+python -m rlexp.jobs cancel <JobSet name | Slurm job id | job or sweep dir>
 """
 
 from __future__ import annotations
@@ -15,18 +15,20 @@ from rlexp.errors import ArgumentParser
 
 def main(argv: list[str] | None = None) -> int:
     ap = ArgumentParser(
-        prog="python -m rlexp.jobs", description="Follow JobSets submitted by rlexp's GKE launcher."
+        prog="python -m rlexp.jobs", description="Follow the JobSets and Slurm jobs rlexp's launchers submitted."
     )
     ap.add_argument(
         "--context", default=None, help="kube context (default: the one recorded at submission, else current)"
     )
     ap.add_argument("--namespace", default="default", help="namespace for bare JobSet names")
     sub = ap.add_subparsers(dest="cmd", metavar="command", required=True)
-    sub.add_parser("status", help="table of a run's or sweep's JobSets").add_argument("target")
-    logs = sub.add_parser("logs", help="stream the rlexp container of the head pod")
+    sub.add_parser("status", help="table of a run's or sweep's JobSets or Slurm jobs").add_argument("target")
+    logs = sub.add_parser("logs", help="stream the rlexp container of the head pod, or a Slurm job's log")
     logs.add_argument("target")
     logs.add_argument("--no-follow", action="store_true")
-    sub.add_parser("cancel", help="delete the JobSet(s) of a job, run or sweep").add_argument("target")
+    sub.add_parser(
+        "cancel", help="delete the JobSet(s) or cancel the Slurm job(s) of a job, run or sweep"
+    ).add_argument("target")
     a = ap.parse_args(argv)
     from rlexp.launch import jobs
 

@@ -77,6 +77,9 @@ class SweepCallback(Callback):
     # ---- multirun (submitting process) ----
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         try:
+            from rlexp.launch.slurm import check_launcher
+
+            check_launcher(config)  # a Slurm that cannot take the jobs: one line, before sweep.json is written
             self._start(config)
         except RlexpError as err:
             exit_with_message(err)  # Hydra turns a callback exception into a warning
@@ -158,7 +161,9 @@ class SweepCallback(Callback):
         """(sweep dir, manifest, job number, Hydra config) inside a multirun job with a manifest, else None."""
         from hydra.core.hydra_config import HydraConfig
 
-        if not context.in_multirun():
+        from rlexp.train.distributed import primary_task
+
+        if not context.in_multirun() or not primary_task():  # every task of a multi-process job runs the job
             return None
         self._read_flags(config)
         hc = HydraConfig.get()
@@ -189,7 +194,7 @@ class SweepCallback(Callback):
             started=manifest.now(),
             ended=None,
             objective=None,
-            launcher={"launcher": "local", "handle": f"pid {os.getpid()}"},
+            launcher=_where_this_runs(),
         )
         manifest.save(directory, data)
         self._show(data)
@@ -241,6 +246,15 @@ class SweepCallback(Callback):
             print(f"sweep report: {path}", flush=True)  # stdout: stderr is for errors
         except Exception as err:  # a report problem must not fail a finished sweep
             log.warning("sweep report not written: %s", err)
+
+
+def _where_this_runs() -> dict[str, str]:
+    """The job's launcher record: its Slurm job inside one (as the submitting side recorded it), else this process."""
+    from rlexp.train.distributed import in_submitit_slurm_job, slurm_job_handle
+
+    if in_submitit_slurm_job():
+        return {"launcher": "slurm", "handle": slurm_job_handle()}
+    return {"launcher": "local", "handle": f"pid {os.getpid()}"}
 
 
 def _check_same_job(num: int, recorded: list[str], now: list[str]) -> None:

@@ -1,6 +1,7 @@
-"""Following what the GKE launcher submitted: status, logs and cancel (the commands of `python -m rlexp.jobs`).
+"""Following what rlexp's launchers submitted: status, logs and cancel (the commands of `python -m rlexp.jobs`).
 
-Jobs are found through the `launcher.json` each job's output dir holds (JobSet name, namespace, kube context).
+Jobs are found through the `launcher.json` each job's output dir holds: a JobSet (name, namespace, kube context)
+from the GKE launcher, or a Slurm job (job id, log files) from `hydra/launcher=slurm` (rlexp.launch.slurm).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 
 from rlexp.errors import RlexpError, RunError
+from rlexp.launch import slurm
 
 
 @dataclass
@@ -53,7 +55,8 @@ def find_handles(target: str, namespace: str = "default", context: str | None = 
         )
     if not handles:
         raise RlexpError(
-            f"{target}: no launcher.json from the GKE launcher below it; give a run/sweep dir or a JobSet name"
+            f"{target}: no launcher.json from the GKE or Slurm launcher below it; give a run/sweep dir, a JobSet "
+            "name or a Slurm job id"
         )
     handles.sort(key=lambda h: (len(h.job), h.job))
     return handles
@@ -100,6 +103,10 @@ def format_table(
 
 
 def cmd_status(a: argparse.Namespace) -> int:
+    records = slurm.find_records(a.target)
+    if records is not None:
+        print(format_table(slurm.status_rows(records), slurm.HEADER))
+        return 0
     print(format_table(status_rows(find_handles(a.target, a.namespace, a.context))))
     return 0
 
@@ -107,6 +114,12 @@ def cmd_status(a: argparse.Namespace) -> int:
 def cmd_logs(a: argparse.Namespace) -> int:
     from rlexp.launch.k8s import connect
 
+    records = slurm.find_records(a.target)
+    if records is not None:
+        if len(records) != 1:
+            raise RlexpError(f"{a.target} holds {len(records)} jobs; give one job dir or Slurm job id")
+        slurm.stream_log(records[0], follow=not a.no_follow)
+        return 0
     handles = find_handles(a.target, a.namespace, a.context)
     if len(handles) != 1:
         raise RlexpError(f"{a.target} holds {len(handles)} jobs; give one job dir or JobSet name")
@@ -124,6 +137,11 @@ def cmd_logs(a: argparse.Namespace) -> int:
 def cmd_cancel(a: argparse.Namespace) -> int:
     from rlexp.launch.k8s import connect
 
+    records = slurm.find_records(a.target)
+    if records is not None:
+        for line in slurm.cancel_jobs(records):
+            print(line)
+        return 0
     clusters: dict[str | None, object] = {}
     for h in find_handles(a.target, a.namespace, a.context):
         if not h.submitted:

@@ -28,6 +28,8 @@ def launch_remotely(cfg: DictConfig) -> tuple[bool, Any]:
         from rlexp.launch.gke import launch_single
 
         return True, launch_single(cfg)
-    if "submitit" in target:
+    from rlexp.launch.slurm import is_slurm_launcher
+
+    if "submitit" in target or is_slurm_launcher(target):
         raise RlexpError("Slurm submission runs through Hydra's multirun: add -m (one job per override combination)")
     return False, None

@@ -33,7 +33,9 @@ def render(manifest: dict, *, width: int = 120) -> str:
         f"{c['failed']} failed, {c['pending']} pending"
     )
     keys = list(manifest.get("swept_keys") or [])
-    cols = ["job", *keys, "state", manifest["objective"]["name"], "handle"]
+    # why a job failed (its one-line error, or its Slurm log's last error line), when any did
+    errors = any(job["state"] == "failed" and job.get("error") for job in manifest["jobs"])
+    cols = ["job", *keys, "state", manifest["objective"]["name"], "handle", *(["error"] if errors else [])]
     rows = []
     for job in manifest["jobs"]:
         handle = (job.get("launcher") or {}).get("handle")
@@ -44,6 +46,7 @@ def render(manifest: dict, *, width: int = 120) -> str:
                 job["state"],
                 _fmt(job.get("objective")),
                 _fmt(handle),
+                *([job.get("error") or "" if job["state"] == "failed" else ""] if errors else []),
             ]
         )
     widths = [max(len(str(x)) for x in col) for col in zip(cols, *rows, strict=False)]

@@ -1,0 +1,42 @@
+"""`hydra/launcher=slurm`: one Slurm job per job of a sweep, through submitit (hydra-submitit's job runner).
+
+The jobs run exactly as with Hydra's submitit launcher; rlexp adds the checks before anything is submitted,
+`launcher.json` records, and a wait through squeue (rlexp.launch.slurm).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from hydra.core.utils import JobReturn
+from hydra.plugins.launcher import Launcher
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig
+
+
+class SlurmLauncher(Launcher):
+    def __init__(self, **params: Any) -> None:
+        self.params = params  # hydra.launcher.* (hydra-submitit's SlurmQueueConf)
+        self.config: DictConfig | None = None
+        self.hydra_context: HydraContext | None = None
+        self.task_function: TaskFunction | None = None
+        self.composer: Any = None  # rlexp's sweeper sets its SweepComposer: jobs its batch validation composed
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        from omegaconf import OmegaConf
+
+        from rlexp.launch.slurm import check_cluster_once
+
+        self.config = config
+        self.hydra_context = hydra_context
+        self.task_function = task_function
+        plain = {
+            k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v for k, v in self.params.items()
+        }
+        check_cluster_once(plain)  # the sweep callback checked already, unless it is not configured
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        from rlexp.launch.slurm import launch_sweep  # submitit and the checks load only when launching
+
+        return launch_sweep(self, job_overrides, initial_job_idx)
