@@ -91,12 +91,23 @@ def test_model_config_from_hf_round_trips_an_option():
         assert getattr(m, key) == getattr(ref, key), key
 
 
+def _safetensors() -> bytes:
+    """A complete safetensors file holding one small tensor (the shard checks read file headers)."""
+    import numpy as np
+    from safetensors.numpy import save
+
+    return save({"t": np.zeros(2, np.float32)})
+
+
+_SAFETENSORS = _safetensors()
+
+
 def _index(folder: Path, shards: list[str], present: list[str]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     weight_map = {f"t{i}": s for i, s in enumerate(shards)}
     (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
     for s in present:
-        (folder / s).write_bytes(b"")
+        (folder / s).write_bytes(_SAFETENSORS)
 
 
 def test_missing_shard_is_named(tmp_path):
@@ -176,14 +187,15 @@ def test_remote_folder_is_copied_once_and_checked(tmp_path):
 
     fs = fsspec.filesystem("memory")
     fs.pipe("/bucket/ckpt/config.json", b'{"model_type": "qwen3"}')
-    fs.pipe("/bucket/ckpt/model.safetensors", b"weights")
+    fs.pipe("/bucket/ckpt/model.safetensors", _SAFETENSORS)
     fs.pipe("/bucket/ckpt/tokenizer.json", b"{}")
     fs.pipe("/bucket/ckpt/optimizer.pt", b"not needed")
     local = Path(local_copy("memory://bucket/ckpt", cache_root=str(tmp_path)))
     assert sorted(p.name for p in local.iterdir()) == ["config.json", "model.safetensors", "tokenizer.json"]
-    (local / "model.safetensors").write_bytes(b"kept!!!")  # same size: not fetched again
+    kept = _SAFETENSORS[:-4] + b"kept"  # same size and a readable header: not fetched again
+    (local / "model.safetensors").write_bytes(kept)
     assert Path(local_copy("memory://bucket/ckpt", cache_root=str(tmp_path))) == local
-    assert (local / "model.safetensors").read_bytes() == b"kept!!!"
+    assert (local / "model.safetensors").read_bytes() == kept
     fs.pipe("/bucket/bad/model.safetensors.index.json", b'{"weight_map": {"a": "model-00001-of-00002.safetensors"}}')
     with pytest.raises(RlexpError, match="model-00001-of-00002.safetensors"):
         local_copy("memory://bucket/bad", cache_root=str(tmp_path))
