@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from rlexp.train.hooks import GracefulStop
 
 
+POD_STOPPED_EXIT = 128 + 15  # SIGTERM's exit status
+
+
 class _NotOnThisHost(logging.Filter):
     """Tunix warns once per non-TPU device; on a CPU or GPU host that is expected, not news."""
 
@@ -114,6 +117,12 @@ def train(conf: RlexpConfig, cfg: DictConfig, run_dir: Path | str) -> float:
         stop = getattr(session, "stop", None)  # the session's GracefulStop, once training began
         if stop is not None and stop.stopped and distributed.in_submitit_slurm_job():
             leave_for_requeue(err, stop)
+        if stop is not None and stop.stopped and os.environ.get(distributed.IN_CLUSTER_ENV) == "gke":
+            print_error(err)
+            # A pod stopped by SIGTERM (eviction, preemption) exits as one killed by it would: the JobSet's pod
+            # failure policy restarts 143 (rlexp.launch.manifest.RESTART_EXIT_CODES) and fails the JobSet on
+            # other codes, 1 included, which a stopped run would otherwise exit with.
+            raise SystemExit(POD_STOPPED_EXIT) from None
         raise
     value = rundir.dotted_get(summary, conf.objective)
     if not isinstance(value, int | float):

@@ -44,3 +44,11 @@ def test_vendored_jobset_schema_is_the_reference_copy() -> None:
         assert (
             hashlib.sha256(Path(reference).read_bytes()).digest() == hashlib.sha256(SCHEMA_PATH.read_bytes()).digest()
         )
+
+
+def test_a_pod_stopped_by_sigterm_exits_with_a_status_the_jobset_restarts() -> None:
+    """tests/distributed/test_two_processes.py stops two real processes; this pins the status to the manifest's."""
+    from rlexp.launch.manifest import RESTART_EXIT_CODES
+    from rlexp.train.run import POD_STOPPED_EXIT
+
+    assert POD_STOPPED_EXIT == 143 and POD_STOPPED_EXIT in RESTART_EXIT_CODES
