@@ -17,11 +17,14 @@ run: $(VENV_STAMP)
 test: $(VENV_STAMP)
 	scripts/install_system_deps.sh
 	$(PY) -m ruff check .
-	# Three pytest processes: some modules import torch at collection (parity, export), and the data-check
+	# Separate pytest processes: some modules import torch at collection (parity, export), and the data-check
 	# tests run Hydra apps in-process with a forkserver grader pool; beside each other they break pytest's
-	# output capture ("I/O operation on closed file"), so each group gets a process of its own.
-	$(PY) -m pytest --ignore=tests/models --ignore=tests/test_export.py --ignore=tests/checks
+	# output capture ("I/O operation on closed file"), so each group gets a process of its own
+	# (the sweep fan-out tests too: they pass alone but not after the in-process launches of tests/launch).
+	$(PY) -m pytest --ignore=tests/models --ignore=tests/test_export.py --ignore=tests/checks \
+		--ignore=tests/launch/test_sweep_fanout.py
 	$(PY) -m pytest tests/checks
+	$(PY) -m pytest tests/launch/test_sweep_fanout.py
 	$(PY) -m pytest tests/models tests/test_export.py
 
 lint: $(VENV_STAMP)
