@@ -152,10 +152,11 @@ def test_cli_with_given_completions(tmp_path) -> None:  # noqa: ANN001
 
 @pytest.mark.slow
 def test_cli_samples_with_the_tiny_model(tmp_path) -> None:  # noqa: ANN001
-    tiny = ["model=tiny", "slice=cpu", "slice.mesh.tp=1", "data_template=plain", "chat_template=plain",
+    tiny = ["model=tiny", "slice=cpu", "slice.mesh.tp=1", "trainer.rollout.engine=vanilla", "trainer.rollout.async_rollout=false", "data_template=plain", "chat_template=plain",
             "trainer.max_prompt_tokens=48", "trainer.max_completion_tokens=8", "validate.rows=6",
             "trainer.max_steps=1"]  # 48-token prompts: few fixture rows fit, and the steps check counts only those  # fmt: skip
     proc = _cli([*OMI2, *tiny], str(tmp_path))
+    assert (tmp_path / "validation.json").exists(), proc.stderr[-2000:]
     result = json.loads((tmp_path / "validation.json").read_text())
     assert proc.returncode == 0, (proc.stdout[-2000:], result["checks"])
     assert result["mode"] == "sampled" and result["rows"]

@@ -287,6 +287,9 @@ def write_shards(tensors: dict[str, np.ndarray], dest: Path, metadata: dict[str,
 def _restore(model: Any, root: Path, step: int, *, lora_only: bool) -> None:
     from tunix.sft.checkpoint_manager import CheckpointManager
 
+    from rlexp.compat.orbax import drop_failed_read_leftovers
+
+    drop_failed_read_leftovers()  # a damaged file's read leftovers would bury the one-line error
     try:
         restored, _ = CheckpointManager(str(root.resolve())).maybe_restore(
             model, step=step, restore_only_lora_params=lora_only

@@ -5,6 +5,10 @@ theta (1e6) and no frequency scaling, whatever the config says. Llama 3.1 uses t
 "llama3" scaling, Qwen3-2507 uses 5e6, so their logits would silently differ from the reference.
 The model classes below keep Tunix's modules and parameter layout; while one of them runs, its
 RoPE frequencies are published in a context variable that the patched `apply_rope` reads.
+
+With `model.remat=full` their decoder layers call `nnx.remat` without `graph_updates=False`, which
+raises TraceContextError inside the sampler's while_loop (every rollout); Tunix's gemma4 passes it.
+The layers below are re-pointed to the same remat with that flag (pinned: Tunix 0.1.7).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
+from flax import nnx
 from tunix.models.llama3 import model as llama3_lib
 from tunix.models.qwen3 import model as qwen3_lib
 
@@ -61,9 +66,21 @@ def _rope_from_context(original):
     return apply_rope
 
 
+def _remat_without_graph_updates(original):
+    def __call__(self, *args, **kwargs):  # noqa: N807
+        if self.config.remat_config in (qwen3_lib.RematConfig.DECODER, llama3_lib.RematConfig.DECODER):
+            return nnx.remat(self.block.__func__, graph_updates=False)(self, *args, **kwargs)
+        return original(self, *args, **kwargs)
+
+    __call__.rlexp_patched = True
+    return __call__
+
+
 for _lib in (qwen3_lib, llama3_lib):
     if not getattr(_lib.apply_rope, "rlexp_patched", False):
         _lib.apply_rope = _rope_from_context(_lib.apply_rope)
+    if not getattr(_lib.DecoderLayer.__call__, "rlexp_patched", False):
+        _lib.DecoderLayer.__call__ = _remat_without_graph_updates(_lib.DecoderLayer.__call__)
 
 
 class _RopeScope:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from rlexp import storage
+from rlexp.compat.orbax import drop_failed_read_leftovers
 from rlexp.errors import RunError
 
 _OCDBT_MAGIC = (bytes.fromhex("0cdb3a2a"), bytes.fromhex("0cdb20de"))  # manifest, b-tree node / data
@@ -156,6 +157,7 @@ def restorable(run_dir: str, *, can_move: bool) -> Iterator[None]:
     """Around building the Tunix cluster (which restores the newest checkpoint): set damaged steps aside
     first, and turn a restore that still fails into one line naming the checkpoint."""
     fall_back_to_restorable(run_dir, can_move=can_move)
+    drop_failed_read_leftovers()  # a damaged file's read leftovers would bury the one-line error
     try:
         yield
     except Exception as err:

@@ -10,6 +10,8 @@ For `experiment=gemma4_e4b_omi2` and `experiment=gpt_oss_20b_gsm8k` the user's d
                       (rlexp.models.tiny_random; its character tokenizer spends a token per character)
            slice   -> `slice=cpu` (one host device); for gemma4 also `slice.mesh.tp=1`, as the preset's TP=2
                       cannot split the tiny model's 17-token vocabulary
+           rollout -> `trainer.rollout.engine=vanilla trainer.rollout.async_rollout=false`: the presets' vLLM
+                      engine (vllm-tpu) runs on TPU only, and one CPU device has none to spare for sampling
            data    -> `dataset.source=<file>`: an OpenMathInstruct-2-shaped jsonl with over-long prompts,
                       a GSM8K-shaped train/test folder
            scale   -> batch 2 x 2 generations, 2 steps, completions of 8 tokens; for gpt-oss the prompt
@@ -128,7 +130,9 @@ def test_the_pods_command_trains_here(preset: str, family: str, data: str, extra
     out = tmp_path / "run"
     ckpt = write(family, tmp_path / "ckpt")
     source = _omi2_file(tmp_path / "omi2_train_1M.jsonl") if data == "omi2" else _gsm8k_dir(tmp_path / "gsm8k")
-    swaps = [f"model={family}_tiny", f"model.path={ckpt}", "model.max_context=1024", f"dataset.source={source}",
+    assert "engine: vllm" in (REPO / "conf/experiment" / f"{preset}.yaml").read_text()  # the seeds' engine
+    swaps = [f"model={family}_tiny", "trainer.rollout.engine=vanilla",
+             "trainer.rollout.async_rollout=false", f"model.path={ckpt}", "model.max_context=1024", f"dataset.source={source}",
              *SCALE, *extra]  # fmt: skip
     replay = [sys.executable, "-m", "rlexp", *[f"output_dir={out}" if a == gs_out else a for a in args], *swaps]
     pod_cwd = tmp_path / "pod"

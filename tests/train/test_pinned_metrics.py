@@ -56,10 +56,20 @@ PINNED = {
 
 
 @pytest.mark.slow
-def test_default_run_metrics_are_pinned(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("extra", "tolerance"),
+    [
+        ([], 1e-6),
+        # Recomputing each decoder layer in the backward pass changes XLA's fusions, not the math: the same
+        # numbers to float32 rounding (measured: grad_norm within 7e-7). It also samples under remat.
+        (["model.remat=full"], 1e-5),
+    ],
+    ids=["default", "remat_full"],
+)
+def test_default_run_metrics_are_pinned(extra: list[str], tolerance: float, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     proc = subprocess.run(
-        [sys.executable, "-m", "rlexp", *COMMAND, f"hydra.run.dir={run_dir}"],
+        [sys.executable, "-m", "rlexp", *COMMAND, *extra, f"hydra.run.dir={run_dir}"],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -71,6 +81,6 @@ def test_default_run_metrics_are_pinned(tmp_path: Path) -> None:
         f"step {step} {key}: {rows.get(step, {}).get(key)} != pinned {value}"
         for step, metrics in PINNED.items()
         for key, value in metrics.items()
-        if rows.get(step, {}).get(key) is None or abs(rows[step][key] - value) > 1e-6
+        if rows.get(step, {}).get(key) is None or abs(rows[step][key] - value) > tolerance
     ]
     assert not drift, "\n".join(drift)

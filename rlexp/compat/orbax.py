@@ -1,0 +1,53 @@
+"""Orbax 0.11 / TensorStore behaviour around a checkpoint that cannot be read.
+
+A restore reads every array in its own coroutine on an event loop of its own. When one read fails, orbax
+raises that error, closes the loop and drops the other reads. Their leftovers then reach
+`sys.unraisablehook`, often around rlexp's one-line error, and only repeat the error already raised:
+- each abandoned coroutine ("Exception ignored in: <coroutine ...>" and a TensorStore spec hundreds of
+  lines long);
+- each TensorStore read that completes afterwards, whose callback (on a TensorStore thread) calls
+  `loop.call_soon_threadsafe` on the closed loop ("RuntimeError: Event loop is closed");
+and asyncio logs each other failed read's task ("Task exception was never retrieved", the same spec).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import traceback
+from typing import Any
+
+_installed = False
+
+
+def _leftover(unraisable: Any) -> bool:
+    code = getattr(unraisable.object, "cr_code", None)
+    if code is not None and "/orbax/" in code.co_filename:
+        return True
+    value = unraisable.exc_value
+    return (
+        isinstance(value, RuntimeError)
+        and str(value) == "Event loop is closed"
+        and any(frame.name == "call_soon_threadsafe" for frame in traceback.extract_tb(unraisable.exc_traceback))
+    )
+
+
+def _keep_unless_orbax_task(record: logging.LogRecord) -> bool:
+    text = record.getMessage()
+    return not (text.startswith("Task exception was never retrieved") and "/orbax/" in text)
+
+
+def drop_failed_read_leftovers() -> None:
+    """From now on, drop those leftover reports; every other report goes on as before."""
+    global _installed
+    if _installed:
+        return
+    previous = sys.unraisablehook
+
+    def on_unraisable(unraisable: Any) -> None:
+        if not _leftover(unraisable):
+            previous(unraisable)
+
+    sys.unraisablehook = on_unraisable
+    logging.getLogger("asyncio").addFilter(_keep_unless_orbax_task)
+    _installed = True

@@ -1,0 +1,58 @@
+"""The failed-read leftovers of a damaged checkpoint are dropped; every other report still reaches stderr."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import types
+
+import pytest
+
+from rlexp.compat import orbax
+
+
+def _closed_loop_error() -> RuntimeError:
+    loop = asyncio.new_event_loop()
+    loop.close()
+    try:
+        loop.call_soon_threadsafe(print)
+    except RuntimeError as err:
+        return err
+    raise AssertionError("a closed loop accepted a callback")
+
+
+def _unraisable(value: BaseException, obj: object = None) -> types.SimpleNamespace:
+    return types.SimpleNamespace(
+        exc_type=type(value), exc_value=value, exc_traceback=value.__traceback__, err_msg=None, object=obj
+    )
+
+
+def test_leftovers_are_dropped_and_other_reports_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[object] = []
+    monkeypatch.setattr(sys, "unraisablehook", seen.append)
+    monkeypatch.setattr(orbax, "_installed", False)
+    asyncio_logger = logging.getLogger("asyncio")
+    monkeypatch.setattr(asyncio_logger, "filters", list(asyncio_logger.filters))
+    orbax.drop_failed_read_leftovers()
+
+    orbax_code = compile("async def read(): pass", "/venv/site-packages/orbax/checkpoint/x.py", "exec")
+    namespace: dict = {}
+    exec(orbax_code, namespace)
+    coroutine = namespace["read"]()
+    sys.unraisablehook(_unraisable(Exception("Encountered error while reading array index"), coroutine))
+    sys.unraisablehook(_unraisable(_closed_loop_error()))
+    assert seen == []
+    coroutine.close()
+
+    other = _unraisable(RuntimeError("Event loop is closed"))  # not from call_soon_threadsafe: a real report
+    sys.unraisablehook(other)
+    assert seen == [other]
+
+    record = asyncio_logger.makeRecord(
+        "asyncio", logging.ERROR, __file__, 1, "Task exception was never retrieved\nfuture: <Task coro=<x() "
+        "defined at /venv/site-packages/orbax/checkpoint/_src/serialization/serialization.py:394>>", (), None
+    )  # fmt: skip
+    assert not asyncio_logger.filter(record)
+    record.msg = "Task exception was never retrieved\nfuture: <Task coro=<mine() defined at /app/reward.py:3>>"
+    assert asyncio_logger.filter(record)
