@@ -5,21 +5,25 @@ import sys
 
 def entry() -> None:
     args = sys.argv[1:]
-    if any(a in ("--help", "-h") for a in args):
-        from rlexp.cli_help import print_help
-
-        print_help()
-        return
     from rlexp import cli
-    from rlexp.main import main
 
     try:
-        cli.run(main)
-    finally:
-        if any(a in ("--cfg", "-c") for a in args) and "-m" not in args and "--multirun" not in args:
-            from rlexp.cli_help import print_memory_estimate
+        if any(a in ("--help", "-h") for a in args):
+            from rlexp.cli_help import print_help
 
-            print_memory_estimate(args)
+            print_help()
+            return
+        from rlexp.main import main
+
+        try:
+            cli.run(main)
+        finally:
+            if any(a in ("--cfg", "-c") for a in args) and "-m" not in args and "--multirun" not in args:
+                from rlexp.cli_help import print_memory_estimate
+
+                print_memory_estimate(args)
+    except BrokenPipeError:  # `python -m rlexp --help | head`, or the memory estimate after `--cfg job`
+        cli.reader_gone()
 
 
 if __name__ == "__main__":

@@ -169,6 +169,8 @@ def _log_traceback(ex: BaseException, message: str) -> None:
 
 def _report(ex: BaseException) -> bool:
     """Print a known error as one line and exit; False leaves it to Hydra's report (with its traceback)."""
+    if isinstance(ex, BrokenPipeError):  # `python -m rlexp --cfg job | head`
+        reader_gone()
     if full_traceback():
         return False
     message = one_line(ex)
@@ -203,16 +205,28 @@ def run(main: Callable[[], T]) -> T:
         return main()
     except RlexpError as err:
         exit_with_message(err)
+    except BrokenPipeError:
+        reader_gone()
     except KeyboardInterrupt:
         if full_traceback():
             raise
         _interrupted()
 
 
+def reader_gone() -> NoReturn:
+    """stdout's reader left (`python -m rlexp.jobs status … | head`): end quietly, as Unix tools do. stdout is
+    pointed at /dev/null first, or Python's exit flush would raise BrokenPipeError again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(141)  # 128 + SIGPIPE, the status a shell reports for a tool stopped by a closed pipe
+
+
 def command(main: Callable[[], int]) -> int:
     """Run a command-line tool's main function: a user error is one line (exit 2, or 1 at run time)."""
     try:
         return main()
+    except BrokenPipeError:
+        reader_gone()
     except KeyboardInterrupt:
         if full_traceback():
             raise

@@ -131,3 +131,24 @@ def test_damaged_newest_checkpoint_is_set_aside_or_refused(trained_run: Path, tm
     assert (run / "checkpoints.unrestorable" / "actor" / "6").is_dir() and not (actor / "6").exists()
     assert f"resuming {run} from step 3" in resumed.stderr
     assert json.loads((run / "summary.json").read_text())["status"] == "completed"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["rlexp", "--help"], ["rlexp", "--cfg", "job"], ["rlexp.report", str(REPO / "tests/fixtures/runs/lr_seed")]],
+    ids=["help", "cfg_job", "report"],
+)
+def test_a_reader_that_leaves_early_ends_the_command_quietly(command: list[str], tmp_path: Path) -> None:
+    """`python -m rlexp --help | head -0`: the reader is gone before the first line; no BrokenPipeError traceback."""
+    environ = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"} | {"PYTHONPATH": str(REPO)}
+    module, *args = command
+    if module == "rlexp.report":
+        args += ["--out", str(tmp_path / "report.html")]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", module, *args], cwd=tmp_path, env=environ, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, bufsize=1,
+    )  # fmt: skip
+    proc.stdout.close()  # closed long before the interpreter starts up and prints
+    _, stderr = proc.communicate(timeout=120)
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr[-2000:]
+    assert proc.returncode == 141, stderr[-2000:]  # 128 + SIGPIPE, as a shell reports a tool stopped by the pipe
