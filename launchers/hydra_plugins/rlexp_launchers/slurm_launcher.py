@@ -7,30 +7,23 @@ The jobs run exactly as with Hydra's submitit launcher; rlexp adds the checks be
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from hydra.core.utils import JobReturn
 from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
+from hydra_plugins.rlexp_launchers._state import LauncherState
 from omegaconf import DictConfig
 
 
-class SlurmLauncher(Launcher):
-    def __init__(self, **params: Any) -> None:
-        self.params = params  # hydra.launcher.* (hydra-submitit's SlurmQueueConf)
-        self.config: DictConfig | None = None
-        self.hydra_context: HydraContext | None = None
-        self.task_function: TaskFunction | None = None
-        self.composer: Any = None  # rlexp's sweeper sets its SweepComposer: jobs its batch validation composed
+class SlurmLauncher(LauncherState, Launcher):
+    # self.params: hydra.launcher.* (hydra-submitit's SlurmQueueConf)
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         from omegaconf import OmegaConf
 
         from rlexp.launch.slurm import check_cluster_once
 
-        self.config = config
-        self.hydra_context = hydra_context
-        self.task_function = task_function
+        super().setup(hydra_context=hydra_context, task_function=task_function, config=config)
         plain = {
             k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v for k, v in self.params.items()
         }
