@@ -15,10 +15,17 @@ def entry() -> None:
             return
         from rlexp.main import main
 
+        shows_config = any(a in ("--cfg", "-c") for a in args) and "-m" not in args and "--multirun" not in args
+        if shows_config:
+            from rlexp.cli_help import check_before_printing
+
+            code = check_before_printing(args)
+            if code:
+                sys.exit(code)
         try:
             cli.run(main)
         finally:
-            if any(a in ("--cfg", "-c") for a in args) and "-m" not in args and "--multirun" not in args:
+            if shows_config:
                 from rlexp.cli_help import print_memory_estimate
 
                 print_memory_estimate(args)

@@ -62,14 +62,8 @@ def print_help() -> None:
     print("config groups and options:" + group_table(Path(CONF_DIR)))
 
 
-def print_memory_estimate(args: list[str]) -> None:
-    """After `--cfg`: the per-chip memory estimate of the composed config, as a YAML comment line.
-
-    Best effort: a config that does not compose (Hydra has already said why) prints nothing.
-    """
-    from rlexp.config.load import compose, to_config
-    from rlexp.config.memory import estimate_memory, format_estimate
-
+def _overrides(args: list[str]) -> list[str]:
+    """The config overrides of a `--cfg` command line (Hydra's own flags and hydra.* keys left out)."""
     skip = {"--cfg", "-c", "--package", "-p", "--resolve"}
     overrides, i = [], 0
     while i < len(args):
@@ -79,8 +73,28 @@ def print_memory_estimate(args: list[str]) -> None:
         if not args[i].startswith(("hydra.", "hydra/", "-")):
             overrides.append(args[i])
         i += 1
+    return overrides
+
+
+def check_before_printing(args: list[str]) -> int:
+    """`--cfg job` shows the config a run would use, so it refuses first what that run would refuse
+    (an undeclared `+key`, a value of the wrong type): 0, or the one-line error's exit status."""
+    from rlexp import cli
+    from rlexp.config.load import compose, to_config
+
+    return cli.command(lambda: to_config(compose(_overrides(args))) and 0)
+
+
+def print_memory_estimate(args: list[str]) -> None:
+    """After `--cfg`: the per-chip memory estimate of the composed config, as a YAML comment line.
+
+    Best effort: a config that does not compose (Hydra has already said why) prints nothing.
+    """
+    from rlexp.config.load import compose, to_config
+    from rlexp.config.memory import estimate_memory, format_estimate
+
     try:
-        est = estimate_memory(to_config(compose(overrides)))
+        est = estimate_memory(to_config(compose(_overrides(args))))
     except Exception:  # noqa: BLE001 - advisory only
         return
     print(f"# {format_estimate(est)}")

@@ -41,6 +41,7 @@ RLEXP = [
     _c(f"rlexp +trainer.learning_rat=1e-3 {RUN}", 2, "trainer.learning_rat=0.001: no such key"),
     _c(f"rlexp ++trainer.learning_rat=1e-3 {RUN}", 2, "did you mean trainer.learning_rate"),
     _c(f"rlexp +foo=1 {RUN}", 2, "foo=1: no such key"),
+    _c("rlexp --cfg job +foo=1", 2, "foo=1: no such key"),  # it prints only keys and types a run accepts
     _c(f"rlexp +model.num_layer=2 {RUN}", 2, "did you mean model.num_layers"),
     _c(f"rlexp trainer.lr=1e-3 {RUN}", 2, "did you mean trainer.learning_rate"),
     _c(f"rlexp dataset.path=x {RUN}", 2, "did you mean dataset.source"),
