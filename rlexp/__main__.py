@@ -19,7 +19,7 @@ def entry() -> None:
         if shows_config:
             from rlexp.cli_help import check_before_printing
 
-            code = check_before_printing(args)
+            code, conf = check_before_printing(args)
             if code:
                 sys.exit(code)
         try:
@@ -28,7 +28,7 @@ def entry() -> None:
             if shows_config:
                 from rlexp.cli_help import print_memory_estimate
 
-                print_memory_estimate(args)
+                print_memory_estimate(conf)
     except BrokenPipeError:  # `python -m rlexp --help | head`, or the memory estimate after `--cfg job`
         cli.reader_gone()
 

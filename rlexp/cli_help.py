@@ -7,6 +7,7 @@ documents it in the same place.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 USAGE = """usage: python -m rlexp [group=option ...] [key=value ...] [-m] [--cfg job] [--help]
 
@@ -76,25 +77,24 @@ def _overrides(args: list[str]) -> list[str]:
     return overrides
 
 
-def check_before_printing(args: list[str]) -> int:
+def check_before_printing(args: list[str]) -> tuple[int, Any]:
     """`--cfg job` shows the config a run would use, so it refuses first what that run would refuse
-    (an undeclared `+key`, a value of the wrong type): 0, or the one-line error's exit status."""
+    (an undeclared `+key`, a value of the wrong type): (0, the typed config), or (the one-line error's exit
+    status, None)."""
     from rlexp import cli
     from rlexp.config.load import compose, to_config
 
-    return cli.command(lambda: to_config(compose(_overrides(args))) and 0)
+    typed: list[Any] = []
+    code = cli.command(lambda: typed.append(to_config(compose(_overrides(args)))) or 0)
+    return code, (typed[0] if typed else None)
 
 
-def print_memory_estimate(args: list[str]) -> None:
-    """After `--cfg`: the per-chip memory estimate of the composed config, as a YAML comment line.
-
-    Best effort: a config that does not compose (Hydra has already said why) prints nothing.
-    """
-    from rlexp.config.load import compose, to_config
+def print_memory_estimate(conf: Any) -> None:
+    """After `--cfg`: the per-chip memory estimate of the checked config, as a YAML comment line."""
     from rlexp.config.memory import estimate_memory, format_estimate
 
     try:
-        est = estimate_memory(to_config(compose(_overrides(args))))
+        est = estimate_memory(conf)
     except Exception:  # noqa: BLE001 - advisory only
         return
     print(f"# {format_estimate(est)}")
