@@ -34,4 +34,8 @@ def entry() -> None:
 
 
 if __name__ == "__main__":
+    from rlexp import cli
+
+    cli.skip_teardown_after_success()
     entry()
+    cli.mark_succeeded()

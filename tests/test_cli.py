@@ -103,3 +103,37 @@ def test_cfg_prints_the_memory_estimate_of_a_tpu_run() -> None:
     out = rlexp("--cfg", "job", "model=gpt_oss_20b", "slice=v5p-64")
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[-1].startswith("# memory per chip for gpt_oss_20b on v5p-64 (16 trainer chips")
+
+
+EXIT_PROBE = """
+import atexit, sys
+from rlexp import cli
+
+cli.skip_teardown_after_success()
+atexit.register(lambda: open(sys.argv[1] + "/handler", "w").write("ran"))  # a library's exit handler
+
+
+class Finalized:  # stands for what interpreter teardown frees (modules, jitted programs)
+    def __del__(self, _open=open, _path=sys.argv[1] + "/teardown"):  # builtins may be gone by then
+        _open(_path, "w").write("ran")
+
+
+keep = Finalized()
+sys.stdout.write("buffered, no newline")  # stdout is a pipe: block-buffered until the exit flush
+if sys.argv[2] == "ok":
+    cli.mark_succeeded()
+else:
+    sys.exit(3)
+"""
+
+
+@pytest.mark.parametrize("outcome", ["ok", "fail"])
+def test_success_skips_teardown_after_every_exit_handler(outcome: str, tmp_path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", EXIT_PROBE, str(tmp_path), outcome], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == (0 if outcome == "ok" else 3), out.stderr
+    assert out.stdout == "buffered, no newline"
+    assert (tmp_path / "handler").read_text() == "ran"  # exit handlers registered later still run
+    # a success ends before teardown; a failure tears down as usual
+    assert (tmp_path / "teardown").exists() == (outcome == "fail")
