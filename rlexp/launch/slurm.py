@@ -153,28 +153,31 @@ def check_cluster(params: Mapping[str, Any]) -> None:
     if part.available != "up":
         raise RunError(f"{key}: the partition is {part.available}; choose another one of {names}")
     nodes = int(params.get("nodes") or 1)
-    if nodes > part.nodes:
-        raise ConfigError(
+    tasks, per_task = int(params.get("tasks_per_node") or 1), int(params.get("cpus_per_task") or 1)
+    gpus = int(params.get("gpus_per_node") or 0)
+    fits = [  # (key, value, too big for the partition, what to do)
+        (
             "hydra.launcher.nodes",
             nodes,
+            nodes > part.nodes,
             f"the slice's {nodes} nodes do not fit: {key} has {part.nodes}; pick a smaller slice or another partition",
-        )
-    tasks = int(params.get("tasks_per_node") or 1)
-    cpus = tasks * int(params.get("cpus_per_task") or 1)
-    if part.cpus and cpus > part.cpus:
-        raise ConfigError(
+        ),
+        (
             "hydra.launcher.tasks_per_node",
             tasks,
-            f"{tasks} tasks x {int(params.get('cpus_per_task') or 1)} CPUs need {cpus} CPUs a node; "
-            f"{key} has {part.cpus}",
-        )
-    gpus = int(params.get("gpus_per_node") or 0)
-    if gpus > part.gpus:
-        raise ConfigError(
+            bool(part.cpus) and tasks * per_task > part.cpus,
+            f"{tasks} tasks x {per_task} CPUs need {tasks * per_task} CPUs a node; {key} has {part.cpus}",
+        ),
+        (
             "hydra.launcher.gpus_per_node",
             gpus,
+            gpus > part.gpus,
             f"nodes of {key} have {part.gpus} GPU(s) (sinfo %G); pick a slice that fits or a GPU partition",
-        )
+        ),
+    ]
+    for setting, value, too_big, fix in fits:
+        if too_big:
+            raise ConfigError(setting, value, fix)
     _checked.add(_settings_key(params))
 
 

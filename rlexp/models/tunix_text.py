@@ -4,31 +4,25 @@ Tunix 0.1.7's qwen3 and llama3 attention call a module-level `apply_rope` with i
 theta (1e6) and no frequency scaling, whatever the config says. Llama 3.1 uses theta 5e5 with
 "llama3" scaling, Qwen3-2507 uses 5e6, so their logits would silently differ from the reference.
 The model classes below keep Tunix's modules and parameter layout; while one of them runs, its
-RoPE frequencies are published in a context variable that the patched `apply_rope` reads.
-
-With `model.remat=full` their decoder layers call `nnx.remat` without `graph_updates=False`, which
-raises TraceContextError inside the sampler's while_loop (every rollout); Tunix's gemma4 passes it.
-The layers below are re-pointed to the same remat with that flag (pinned: Tunix 0.1.7).
+RoPE frequencies are published to the patched `apply_rope` (`rlexp.compat.tunix_models`, which also
+fixes their `model.remat=full`).
 """
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
 import math
 from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
-from flax import nnx
 from tunix.models.llama3 import model as llama3_lib
 from tunix.models.qwen3 import model as qwen3_lib
 
 from rlexp.compat.tunix import llama3_checkpoint_mapping, qwen3_checkpoint_mapping
+from rlexp.compat.tunix_models import patch_text_models, rope_frequencies
 from rlexp.config.schema import ModelConfig
 from rlexp.models.checkpoint import load_with_tunix
-
-_INV_FREQ: contextvars.ContextVar[tuple[float, ...] | None] = contextvars.ContextVar("rlexp_rope", default=None)
 
 
 def rope_inv_freq(head_dim: int, theta: float, scaling: dict[str, Any] | None = None) -> tuple[float, ...]:
@@ -50,48 +44,15 @@ def rope_inv_freq(head_dim: int, theta: float, scaling: dict[str, Any] | None = 
     return tuple(float(x) for x in inv.astype(np.float32))
 
 
-def _rope_from_context(original):
-    def apply_rope(inputs, positions, head_dim, rope_theta=1_000_000):
-        inv = _INV_FREQ.get()
-        if inv is None or len(inv) != head_dim // 2:
-            return original(inputs, positions, head_dim, rope_theta)
-        angles = positions[..., None].astype(jnp.float32) * jnp.asarray(inv, jnp.float32)
-        angles = angles[..., None, :]
-        sin, cos = jnp.sin(angles), jnp.cos(angles)
-        first, second = jnp.split(inputs.astype(jnp.float32), 2, axis=-1)
-        out = jnp.concatenate([first * cos - second * sin, second * cos + first * sin], axis=-1)
-        return out.astype(inputs.dtype)
-
-    apply_rope.rlexp_patched = True
-    return apply_rope
-
-
-def _remat_without_graph_updates(original):
-    def __call__(self, *args, **kwargs):  # noqa: N807
-        if self.config.remat_config in (qwen3_lib.RematConfig.DECODER, llama3_lib.RematConfig.DECODER):
-            return nnx.remat(self.block.__func__, graph_updates=False)(self, *args, **kwargs)
-        return original(self, *args, **kwargs)
-
-    __call__.rlexp_patched = True
-    return __call__
-
-
-for _lib in (qwen3_lib, llama3_lib):
-    if not getattr(_lib.apply_rope, "rlexp_patched", False):
-        _lib.apply_rope = _rope_from_context(_lib.apply_rope)
-    if not getattr(_lib.DecoderLayer.__call__, "rlexp_patched", False):
-        _lib.DecoderLayer.__call__ = _remat_without_graph_updates(_lib.DecoderLayer.__call__)
+patch_text_models()
 
 
 class _RopeScope:
     rope_inv_freq: tuple[float, ...]
 
     def __call__(self, *args, **kwargs):
-        token = _INV_FREQ.set(self.rope_inv_freq)
-        try:
+        with rope_frequencies(self.rope_inv_freq):
             return super().__call__(*args, **kwargs)
-        finally:
-            _INV_FREQ.reset(token)
 
 
 class Qwen3(_RopeScope, qwen3_lib.Qwen3):
