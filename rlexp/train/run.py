@@ -60,14 +60,19 @@ def submitit_time_limit_signal() -> str:
     return "SIG" + os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2")
 
 
+def add_xla_flag(name: str, value: object) -> None:
+    """Append `name=value` to XLA_FLAGS unless XLA_FLAGS already sets `name` (the user's value wins)."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    if not any(f.split("=", 1)[0] == name for f in flags.split()):
+        os.environ["XLA_FLAGS"] = f"{flags} {name}={value}".strip()
+
+
 def setup_jax(conf: RlexpConfig) -> None:
     """Host devices and the persistent compilation cache; must run before JAX is first used."""
     processes = conf.slice.nodes * conf.slice.processes_per_node
     local_devices = conf.slice.devices // processes  # cpu-2x1: one CPU device in each of 2 processes
     if conf.slice.kind == "cpu" and local_devices > 1:
-        flag = f"--xla_force_host_platform_device_count={local_devices}"
-        if flag not in os.environ.get("XLA_FLAGS", ""):
-            os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + flag).strip()
+        add_xla_flag("--xla_force_host_platform_device_count", local_devices)
     import jax
 
     if processes > 1 and not jax.distributed.is_initialized():
