@@ -56,7 +56,7 @@ def sample_in_chunks(cluster: Any, prompts: list[str], rollout_config: Any, rows
     programs instead of compiling a pair for the eval's size (2.4 s of a first run). The last call is topped up
     with repeats of its first prompt, whose completions are dropped; each call gets a seed of its own (the same
     in every eval of a run). Fewer prompts than `rows` go in one call of their own size."""
-    rows = min(rows, len(prompts))
+    rows = max(1, min(rows, len(prompts)))
     out: list[str] = []
     for i, start in enumerate(range(0, len(prompts), rows)):
         chunk = prompts[start : start + rows]

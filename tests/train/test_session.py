@@ -1,25 +1,32 @@
-"""The training session as `python -m rlexp` runs it: evals reuse their compiled programs."""
+"""The training session as `python -m rlexp` runs it: evals reuse their compiled programs, the sampled eval the
+training rollout's."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from rlexp.train.evaluate import EVAL_SEED_OFFSET, sample_in_chunks
 from tests.helpers import REPO, SHORT
 
-pytestmark = pytest.mark.slow
 
-
+@pytest.mark.slow
 def test_evals_before_during_and_after_training_trace_each_program_once(tmp_path: Path) -> None:
     """jit keys its traces on the active mesh context: an eval before training outside the actor mesh (which the
-    mid-run evals run under) traced and loaded every eval program a second time at the first mid-run eval."""
+    mid-run evals run under) traced and loaded every eval program a second time at the first mid-run eval. The
+    sampled eval (16 prompts x 5 = 80 completions) runs as two calls of the training rollout's 64 rows, the second
+    topped up, so it compiles nothing of its own."""
+    cmd = [sys.executable, "-m", "rlexp", *SHORT, "trainer.eval_samples=5"]
     out = subprocess.run(
-        [sys.executable, "-m", "rlexp", *SHORT, f"output_dir={tmp_path}", f"compile_cache.dir={tmp_path}/cache"],
+        [*cmd, f"output_dir={tmp_path}", f"compile_cache.dir={tmp_path}/cache"],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -31,7 +38,38 @@ def test_evals_before_during_and_after_training_trace_each_program_once(tmp_path
     decodes = re.findall(r"Compiling jit\(_decode_fn\) with global shapes and types \((.*?)\)\. Argument", log)
     assert decodes, log[-2000:]
     batch_rows = sorted({re.findall(r"int32\[(\d+),", d)[0] for d in decodes}, key=int)
-    # training rollouts (8 prompts x 8), greedy eval (16 prompts), sampled eval (16 x 2): evals before, at step 4
-    # and after all hit the same three programs
-    assert batch_rows == ["16", "32", "64"], batch_rows
-    assert len(decodes) == 3, f"{len(decodes)} decode traces for 3 shapes"
+    # greedy eval (16 prompts) and training rollouts (8 prompts x 8), shared by the sampled eval; evals before, at
+    # step 4 and after all hit the same two programs
+    assert batch_rows == ["16", "64"], batch_rows
+    assert len(decodes) == 2, f"{len(decodes)} decode traces for 2 shapes"
+    evals = json.loads((tmp_path / "evals.json").read_text())
+    assert sorted(evals) == ["4", "after", "before"] and all(0 <= e["pass_at_1"] <= 1 for e in evals.values())
+
+
+@dataclasses.dataclass
+class _Config:  # the rollout config's field that sample_in_chunks sets
+    seed: int | None = None
+
+
+class _Rollout:
+    """Tunix's rollout interface: generate(prompts, config).text, here one text per prompt naming prompt and seed."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, int]] = []  # (rows, seed)
+
+    def generate(self, prompts, config):  # noqa: ANN001, ANN201
+        self.calls.append((len(prompts), config.seed))
+        return SimpleNamespace(text=[f"{p}@{config.seed}" for p in prompts])
+
+
+def test_sampled_eval_chunks_keep_order_drop_the_top_up_and_seed_each_call() -> None:
+    cluster = SimpleNamespace(rollout=_Rollout())
+    prompts = [f"p{i}" for i in range(10)]
+    out = sample_in_chunks(cluster, prompts, _Config(), rows=4, seed=3)
+    seeds = [s for _, s in cluster.rollout.calls]
+    assert [rows for rows, _ in cluster.rollout.calls] == [4, 4, 4]  # 10 prompts: the third call topped up with 2
+    assert [o.split("@")[0] for o in out] == prompts
+    assert len(set(seeds)) == 3 and seeds[0] == 3 + EVAL_SEED_OFFSET  # the first call keeps the single-call seed
+    assert sample_in_chunks(SimpleNamespace(rollout=_Rollout()), prompts[:3], _Config(), 64, 3) == [
+        f"p{i}@{3 + EVAL_SEED_OFFSET}" for i in range(3)
+    ]
