@@ -35,10 +35,10 @@ def run_once(checkout: Path, cache: Path, run_dir: Path, overrides: list[str]) -
         proc = subprocess.Popen(cmd, cwd=checkout, env=env, stdout=subprocess.DEVNULL, stderr=err)
         _, status, usage = os.wait4(proc.pid, 0)  # the child's own CPU and peak RSS
         wall = time.perf_counter() - t0
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        if proc.returncode != 0:
+        proc.returncode = code = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
+        if code != 0:
             err.seek(0)
-            raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}) in {checkout}:\n{err.read()[-2000:]}")
+            raise SystemExit(f"{' '.join(cmd)} failed ({code}) in {checkout}:\n{err.read()[-2000:]}")
     summary = json.loads((run_dir / "summary.json").read_text())
     ev = summary["eval"]
     return {

@@ -84,9 +84,14 @@ def check_before_printing(args: list[str]) -> tuple[int, Any]:
     from rlexp import cli
     from rlexp.config.load import compose, to_config
 
-    typed: list[Any] = []
-    code = cli.command(lambda: typed.append(to_config(compose(_overrides(args)))) or 0)
-    return code, (typed[0] if typed else None)
+    typed = None
+
+    def check() -> int:
+        nonlocal typed
+        typed = to_config(compose(_overrides(args)))
+        return 0
+
+    return cli.command(check), typed
 
 
 def print_memory_estimate(conf: Any) -> None:
