@@ -120,13 +120,13 @@ def lean_rollout_engine() -> type:
 
     Profiled on the default run, a 64-completion rollout spent as long in Python as in its compiled
     prefill and decode: ~15 eager JAX ops building the sampling state (each a dispatch, some
-    re-lowered every call) and 64 tokenizer calls for 8 distinct prompts. This sampler builds the
-    state in one compiled call and tokenizes each prompt once; sampling itself is Tunix's (same
-    compiled prefill/decode, same keys, same tokens). Built on first use: importing Tunix is slow.
+    re-lowered every call), 64 tokenizer calls for 8 distinct prompts, and eager comparisons in the
+    per-row EOS search. This sampler builds the state in one compiled call, tokenizes each prompt
+    once and keeps the EOS ids on the host; sampling itself is Tunix's (same compiled
+    prefill/decode, same keys, same tokens). Built on first use: importing Tunix is slow.
     """
     import dataclasses
 
-    import jax.numpy as jnp
     from tunix.generate import sampler as sampler_lib
     from tunix.rl.rollout import base_rollout, vanilla_rollout
 
@@ -148,6 +148,17 @@ def lean_rollout_engine() -> type:
                 ),
             )
 
+        # Tunix's __call__ stores the EOS ids as a device array, then finds where each completion ends with
+        # numpy against it: np.isin over a jax.Array ran eager JAX comparisons for every row (~4 ms a step).
+        # Held as a host array, the ids are the same and the search stays in numpy.
+        @property
+        def eos_ids(self) -> np.ndarray:
+            return self._eos_ids
+
+        @eos_ids.setter
+        def eos_ids(self, value: Any) -> None:
+            self._eos_ids = np.asarray(value)
+
         def tokenize(self, input_string: str) -> np.ndarray:
             ids = self._prompt_ids.get(input_string)
             if ids is None:
@@ -163,8 +174,9 @@ def lean_rollout_engine() -> type:
 
         def init_sample_state(self, all_input_ids: Any, total_sampling_steps: int, **kwargs: Any) -> Any:
             seed = kwargs.pop("seed")  # Tunix's __call__ passes everything after the ids by keyword
-            state = self._jitted_init_state(all_input_ids, seed, total_sampling_steps=total_sampling_steps, **kwargs)
-            return dataclasses.replace(state, num_input_tokens=jnp.array(state.num_input_tokens, dtype=jnp.int32))
+            # num_input_tokens stays a Python int (Tunix stores a device array): it is a static field, so every
+            # prefill and decode call compares it with the cached one, and an array compare syncs with the device
+            return self._jitted_init_state(all_input_ids, seed, total_sampling_steps=total_sampling_steps, **kwargs)
 
     class LeanRollout(vanilla_rollout.VanillaRollout):
         """Constructed by RLCluster as a custom engine: (rollout_actor, tokenizer, mesh, rollout_config)."""
