@@ -4,8 +4,9 @@ side by side with a baseline commit.
     python benchmarks/bench_default_run.py [--rounds 2] [--baseline REV] [--no-cold] [-- overrides...]
 
 Cold: a fresh, empty JAX compile cache (`compile_cache.dir`), as on a fresh clone. Warm: the same cache again.
-Each run is a fresh process with its own run dir; it reports process wall, CPU (user + sys) and peak RSS, and
-the run's pass@1 before -> after. With `--baseline REV`, that commit is checked out in a temporary worktree and
+Each run is a fresh process with its own run dir and the user's default config (wandb offline: WANDB_* is
+cleared); it reports process wall, CPU (user + sys), peak RSS, the median steady step (perf/step_time_sec
+after the first 5 steps) and the run's pass@1 before -> after. With `--baseline REV`, that commit is checked out in a temporary worktree and
 run alternately with this checkout (same interpreter and packages), and the medians are printed with
 baseline/current ratios (> 1: this checkout is faster or leaner). Goals (issue 12): <= 40 s cold, <= 25 s warm
 on 2 cores, pass@1 gain >= +0.20.
@@ -41,11 +42,14 @@ def run_once(checkout: Path, cache: Path, run_dir: Path, overrides: list[str]) -
             raise SystemExit(f"{' '.join(cmd)} failed ({code}) in {checkout}:\n{err.read()[-2000:]}")
     summary = json.loads((run_dir / "summary.json").read_text())
     ev = summary["eval"]
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    steps = [r["perf/step_time_sec"] for r in rows if "perf/step_time_sec" in r][5:]  # first steps trace programs
     return {
         "wall_s": wall,
         "cpu_s": usage.ru_utime + usage.ru_stime,
         "rss_gb": usage.ru_maxrss / 2**20,
         "train_wall_s": summary["train"]["wall_seconds"],
+        "step_ms": 1e3 * statistics.median(steps) if steps else float("nan"),
         "pass_before": ev["before"]["pass_at_1"],
         "pass_after": ev["after"]["pass_at_1"],
     }
@@ -62,10 +66,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--baseline", help="a commit to run alternately with this checkout")
-    ap.add_argument("--no-cold", action="store_true", help="warm runs only (after one untimed run fills the cache)")
-    ap.add_argument("overrides", nargs="*", help="config overrides for every run (default: logger=none)")
+    ap.add_argument(
+        "--no-cold", action="store_true", help="warm runs only (one untimed run per side fills its cache first)"
+    )
+    ap.add_argument("overrides", nargs="*", help="config overrides for every run (default: none, the user's command)")
     args = ap.parse_args()
-    overrides = args.overrides or ["logger=none"]
+    overrides = args.overrides
     with tempfile.TemporaryDirectory(prefix="bench_default_run-") as tmp:
         tmp = Path(tmp)
         sides = {"current": ROOT}
@@ -76,16 +82,17 @@ def main() -> int:
             for r in range(args.rounds):
                 order = list(sides) if r % 2 == 0 else list(reversed(sides))
                 for side in order:
-                    cache = tmp / f"cache-{side}-{r}"
+                    # --no-cold: one untimed run per side fills a cache that every round then reuses
+                    cache = tmp / (f"cache-{side}" if args.no_cold else f"cache-{side}-{r}")
                     kinds = ["warm"] if args.no_cold else ["cold", "warm"]
-                    if args.no_cold:
-                        run_once(sides[side], cache, tmp / f"fill-{side}-{r}", overrides)
+                    if args.no_cold and r == 0:
+                        run_once(sides[side], cache, tmp / f"fill-{side}", overrides)
                     for kind in kinds:
                         m = run_once(sides[side], cache, tmp / f"run-{side}-{r}-{kind}", overrides)
                         results.setdefault((side, kind), []).append(m)
                         print(
                             f"round {r + 1} {side:8} {kind}: wall {m['wall_s']:6.2f} s  CPU {m['cpu_s']:6.2f} s  "
-                            f"RSS {m['rss_gb']:.2f} GiB  train {m['train_wall_s']:6.2f} s  pass@1 {m['pass_before']:.3f} -> {m['pass_after']:.3f}",
+                            f"RSS {m['rss_gb']:.2f} GiB  train {m['train_wall_s']:6.2f} s  step {m['step_ms']:5.1f} ms  pass@1 {m['pass_before']:.3f} -> {m['pass_after']:.3f}",
                             flush=True,
                         )
         finally:
@@ -98,7 +105,7 @@ def main() -> int:
             continue
         med = {side: {k: statistics.median(m[k] for m in ms) for k in ms[0]} for side, ms in row.items()}
         parts = [
-            f"{side} wall {m['wall_s']:.2f} s, CPU {m['cpu_s']:.2f} s, RSS {m['rss_gb']:.2f} GiB"
+            f"{side} wall {m['wall_s']:.2f} s, CPU {m['cpu_s']:.2f} s, step {m['step_ms']:.1f} ms, RSS {m['rss_gb']:.2f} GiB"
             for side, m in med.items()
         ]
         ratio = ""

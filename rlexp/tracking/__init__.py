@@ -27,8 +27,10 @@ class NoTracker:
         pass
 
 
-def make_tracker(cfg: RlexpConfig, run_dir: Path | str, resolved: dict[str, Any]) -> Tracker:
+def make_tracker(cfg: RlexpConfig, run_dir: Path | str, resolved: dict[str, Any], background: bool = False) -> Tracker:
     """The tracker for `cfg.logger.name`; `resolved` is the whole config as plain containers.
+
+    `background=True` starts the backend on a thread (rlexp.tracking.background) and returns at once.
 
     `run_dir` may be a local path or a URL (gs://); backends that need a local folder then use
     Hydra's job dir. wandb keeps its run id in `<run_dir>/wandb_run.json` for resumes.
@@ -39,12 +41,20 @@ def make_tracker(cfg: RlexpConfig, run_dir: Path | str, resolved: dict[str, Any]
     from rlexp.tracking.context import run_context
 
     ctx = run_context(cfg)
-    if name == "wandb":
-        from rlexp.tracking.wandb_tracker import WandbTracker
+    if name not in ("wandb", "tensorboard"):
+        raise ConfigError("logger.name", name, "use one of none, wandb, tensorboard")
 
-        return WandbTracker(cfg, str(run_dir), resolved, ctx)
-    if name == "tensorboard":
+    def build() -> Tracker:
+        if name == "wandb":
+            from rlexp.tracking.wandb_tracker import WandbTracker
+
+            return WandbTracker(cfg, str(run_dir), resolved, ctx)
         from rlexp.tracking.tensorboard_tracker import TensorboardTracker
 
         return TensorboardTracker(cfg, str(run_dir), ctx)
-    raise ConfigError("logger.name", name, "use one of none, wandb, tensorboard")
+
+    if background:
+        from rlexp.tracking.background import BackgroundTracker
+
+        return BackgroundTracker(build)
+    return build()

@@ -204,7 +204,8 @@ class TrainingSession:
         learner = build_learner(self.conf, self.cluster, self.rewards.fns, [self.metric_fn])
         self.cluster.actor_trainer.with_training_hooks(StepHooks(self))
         self.start_step = start_step = self.cluster.actor_trainer.train_steps  # > 0 after a restore
-        self.tracker = make_tracker(self.conf, self.run_dir, resolved) if self.primary else NoTracker()
+        # started on a thread: wandb's ~1.7 s start-up overlaps the eval before training and the first steps
+        self.tracker = make_tracker(self.conf, self.run_dir, resolved, background=True) if self.primary else NoTracker()
         if self.primary:
             # steps after the checkpoint are redone: drop what an interrupted run wrote of them. Without a
             # checkpoint (a job killed before its first one, rerun by a sweep resume) everything is redone,

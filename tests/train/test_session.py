@@ -46,6 +46,31 @@ def test_evals_before_during_and_after_training_trace_each_program_once(tmp_path
     assert sorted(evals) == ["4", "after", "before"] and all(0 <= e["pass_at_1"] <= 1 for e in evals.values())
 
 
+@pytest.mark.slow
+def test_the_default_wandb_logger_gets_every_row_from_its_own_thread(tmp_path: Path) -> None:
+    """`python -m rlexp` logs to wandb (offline without a key) from the tracker's worker thread: the run starts
+    while the eval before training runs, and still receives every step's and every eval's row, then the summary."""
+    overrides = [o for o in SHORT if not o.startswith("logger=")]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
+    out = subprocess.run(
+        [sys.executable, "-m", "rlexp", *overrides, f"output_dir={tmp_path}", f"compile_cache.dir={tmp_path}/cache"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=600,
+        env=env,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    record = json.loads((tmp_path / "wandb_run.json").read_text())
+    assert record["mode"] == "offline" and not record["resumed"]
+    [run_file] = (tmp_path / "wandb").glob(f"offline-run-*-{record['id']}/run-{record['id']}.wandb")
+    data = run_file.read_bytes()
+    # each history row carries its keys: every one of the 8 steps and the 3 evals (before, at 4, after) arrived
+    assert data.count(b"perf/step_time_sec") >= 8 and data.count(b"eval/pass_at_1") >= 3
+    assert data.count(b"perf/step_time_sec") == 8 * data.count(b"eval/pass_at_1") // 3
+    assert b"eval.after.pass_at_1" in data  # the objective, written to the run summary by finish()
+
+
 @dataclasses.dataclass
 class _Config:  # the rollout config's field that sample_in_chunks sets
     seed: int | None = None
