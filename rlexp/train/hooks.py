@@ -148,7 +148,7 @@ class StepHooks(TrainingHooks):
         s.flush_metrics(done - 1)  # actor metrics of step `done` are published during the next update
         s.set_rollout_seed(done + 2)  # the rollout of step done+1 has already run
         if done > s.start_step and done % s.conf.trainer.eval_every == 0 and done < s.conf.trainer.max_steps:
-            s.run_eval(done)
+            s.run_eval(done, in_actor_update=True)
         signalled, reward_failed = agree(done, s.stop.requested is not None, s.reward_error is not None)
         if reward_failed:
             cause = s.reward_error or RlexpError("reward error budget exceeded on another process")

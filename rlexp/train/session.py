@@ -138,16 +138,19 @@ class TrainingSession:
         # runs reproducible and resumable, while seeds of a sweep really differ.
         self.cluster.cluster_config.rollout_config.seed = self.conf.seed * 1_000_003 + step
 
-    def run_eval(self, step: int, label: str | None = None) -> dict[str, float]:
+    def run_eval(self, step: int, label: str | None = None, *, in_actor_update: bool = False) -> dict[str, float]:
+        """Eval at `step`, recorded in evals.json under `label` (default: the step).
+
+        `in_actor_update`: called from the step hook, inside Tunix's actor update and its mesh context. jit keys
+        traces on the active mesh context, so the evals before and after training enter the same mesh: outside
+        it, the first mid-run eval traced and loaded all four eval programs a second time (1.2-2.4 s).
+        """
         from tunix.rl.rl_cluster import Role
 
         from rlexp.train.evaluate import evaluate
 
-        # Mid-run evals (label None) run in the step hook, inside Tunix's actor update and its mesh context. jit keys
-        # traces on the active mesh context, so evals before and after training enter the same mesh: outside it,
-        # the first mid-run eval traced and loaded all four eval programs a second time (1.2-2.4 s).
         mesh = self.cluster.cluster_config.role_to_mesh[Role.ACTOR]
-        with contextlib.nullcontext() if label is None else mesh:
+        with contextlib.nullcontext() if in_actor_update else mesh:
             result = evaluate(self.cluster, self.eval_rows, self.conf, self.cluster.cluster_config.rollout_config)
         self.collector.add(step, {f"eval/{k}": v for k, v in result.items()})
         self.evals[label or str(step)] = {**result, "step": step}
