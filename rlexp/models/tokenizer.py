@@ -50,6 +50,11 @@ def build_char_tokenizer(out_dir: Path, chars: list[str] = CHAR_VOCAB) -> None:
 
 def load_tokenizer_dir(model_dir: str | Path) -> Any:
     """A Hugging Face tokenizer from a local model folder (no network)."""
+    import os
+
+    # rlexp takes only tokenizers from transformers: its import-time advice that PyTorch is missing ("models won't
+    # be available") does not apply, and was the first line of every `python -m rlexp` without torch
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
     from transformers import AutoTokenizer
 
     try:
