@@ -207,7 +207,7 @@ class TrainingSession:
         learner = build_learner(self.conf, self.cluster, self.rewards.fns, [self.metric_fn])
         self.cluster.actor_trainer.with_training_hooks(StepHooks(self))
         self.start_step = start_step = self.cluster.actor_trainer.train_steps  # > 0 after a restore
-        # started on a thread: wandb's ~1.7 s start-up overlaps the eval before training and the first steps
+        # started on a thread: wandb's ~1.7 s start-up overlaps the eval before training, whose first log waits for it
         self.tracker = make_tracker(self.conf, self.run_dir, resolved, background=True) if self.primary else NoTracker()
         if self.primary:
             # steps after the checkpoint are redone: drop what an interrupted run wrote of them. Without a
