@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -64,11 +65,17 @@ def test_the_default_wandb_logger_gets_every_row_from_its_own_thread(tmp_path: P
     record = json.loads((tmp_path / "wandb_run.json").read_text())
     assert record["mode"] == "offline" and not record["resumed"]
     [run_file] = (tmp_path / "wandb").glob(f"offline-run-*-{record['id']}/run-{record['id']}.wandb")
-    data = run_file.read_bytes()
-    # each history row carries its keys: every one of the 8 steps and the 3 evals (before, at 4, after) arrived
-    assert data.count(b"perf/step_time_sec") >= 8 and data.count(b"eval/pass_at_1") >= 3
-    assert data.count(b"perf/step_time_sec") == 8 * data.count(b"eval/pass_at_1") // 3
-    assert b"eval.after.pass_at_1" in data  # the objective, written to the run summary by finish()
+
+    def complete(data: bytes) -> bool:
+        # each history row carries its keys: every one of the 8 steps and the 3 evals (before, at 4, after), and
+        # the objective that finish() writes to the run summary
+        steps, evals = data.count(b"perf/step_time_sec"), data.count(b"eval/pass_at_1")
+        return evals >= 3 and steps == 8 * evals // 3 and b"eval.after.pass_at_1" in data
+
+    deadline = time.monotonic() + 30  # wandb's service process may still be writing when rlexp has exited
+    while not complete(data := run_file.read_bytes()) and time.monotonic() < deadline:
+        time.sleep(0.25)
+    assert complete(data), (data.count(b"perf/step_time_sec"), data.count(b"eval/pass_at_1"))
 
 
 @dataclasses.dataclass
