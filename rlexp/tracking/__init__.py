@@ -8,23 +8,13 @@ everywhere (metrics.jsonl, wandb, TensorBoard).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from rlexp.config.schema import RlexpConfig
 from rlexp.errors import ConfigError
+from rlexp.tracking.base import NoTracker, Tracker
 
-
-class Tracker(Protocol):
-    def log(self, step: int, metrics: dict[str, float]) -> None: ...
-    def finish(self, summary: dict[str, Any], exit_code: int = 0) -> None: ...
-
-
-class NoTracker:
-    def log(self, step: int, metrics: dict[str, float]) -> None:
-        pass
-
-    def finish(self, summary: dict[str, Any], exit_code: int = 0) -> None:
-        pass
+__all__ = ["NoTracker", "Tracker", "make_tracker"]
 
 
 def make_tracker(cfg: RlexpConfig, run_dir: Path | str, resolved: dict[str, Any], background: bool = False) -> Tracker:

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from rlexp.tracking import Tracker
+from rlexp.tracking.base import Tracker
 
 
 class BackgroundTracker:
