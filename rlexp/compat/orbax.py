@@ -7,7 +7,8 @@ raises that error, closes the loop and drops the other reads. Their leftovers th
   lines long);
 - each TensorStore read that completes afterwards, whose callback (on a TensorStore thread) calls
   `loop.call_soon_threadsafe` on the closed loop ("RuntimeError: Event loop is closed");
-and asyncio logs each other failed read's task ("Task exception was never retrieved", the same spec).
+and asyncio logs each other failed read's task or future ("Task/Future exception was never retrieved", the same
+spec); a future's report names no orbax file, only its exception's traceback does.
 """
 
 from __future__ import annotations
@@ -32,9 +33,21 @@ def _leftover(unraisable: Any) -> bool:
     )
 
 
+def _raised_in_orbax(exc: BaseException | None) -> bool:
+    seen = 0
+    while exc is not None and seen < 8:  # the error and what it was raised from
+        if any("/orbax/" in frame.filename for frame in traceback.extract_tb(exc.__traceback__)):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
 def _keep_unless_orbax_task(record: logging.LogRecord) -> bool:
     text = record.getMessage()
-    return not (text.startswith("Task exception was never retrieved") and "/orbax/" in text)
+    if not text.startswith(("Task exception was never retrieved", "Future exception was never retrieved")):
+        return True
+    exc = record.exc_info[1] if record.exc_info else None
+    return not ("/orbax/" in text or _raised_in_orbax(exc))
 
 
 def drop_failed_read_leftovers() -> None:

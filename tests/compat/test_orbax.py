@@ -56,3 +56,25 @@ def test_leftovers_are_dropped_and_other_reports_pass(monkeypatch: pytest.Monkey
     assert not asyncio_logger.filter(record)
     record.msg = "Task exception was never retrieved\nfuture: <Task coro=<mine() defined at /app/reward.py:3>>"
     assert asyncio_logger.filter(record)
+
+    # a failed read's future: its report names only the exception; the traceback shows orbax's code raised it
+    raising = compile("def read():\n    raise ValueError('OUT_OF_RANGE')", "/venv/site-packages/orbax/x.py", "exec")
+    exec(raising, namespace)
+    try:
+        try:
+            namespace["read"]()
+        except ValueError as cause:
+            raise Exception("Encountered error while reading array index") from cause
+    except Exception as err:  # noqa: BLE001
+        from_orbax = err
+    future = 'Future exception was never retrieved\nfuture: <Future finished exception=Exception("Encountered")>'
+    record = asyncio_logger.makeRecord(
+        "asyncio", logging.ERROR, __file__, 1, future, (), (type(from_orbax), from_orbax, from_orbax.__traceback__)
+    )
+    assert not asyncio_logger.filter(record)
+    try:
+        raise Exception("a reward server's future")
+    except Exception as err:  # noqa: BLE001
+        mine = err
+    record = asyncio_logger.makeRecord("asyncio", logging.ERROR, __file__, 1, future, (), (Exception, mine, None))
+    assert asyncio_logger.filter(record)
