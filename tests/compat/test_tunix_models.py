@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import jax
+import jax.extend
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -31,37 +32,34 @@ def test_token_rows_spec(spec: str, rows: tuple[int, str] | None) -> None:
     assert token_rows_spec(spec) == rows
 
 
-def _loss_and_grads(model, tokens):
+def _inputs(tokens):
     b, n = tokens.shape
     positions = jnp.tile(jnp.arange(n)[None], (b, 1))
     mask = jnp.tile(jnp.tril(jnp.ones((n, n), dtype=bool))[None], (b, 1, 1))
+    return tokens, positions, None, mask
 
-    def loss(m):
-        logits, _ = m(tokens, positions, None, mask)
-        return jnp.mean(jax.nn.log_softmax(logits)[..., 3] * jnp.arange(n))
 
-    return nnx.value_and_grad(loss)(model)
+def _loss(model, tokens):
+    logits, _ = model(*_inputs(tokens))
+    return jnp.mean(jax.nn.log_softmax(logits)[..., 3] * jnp.arange(tokens.shape[1]))
 
 
 def _dots_on_3d_activations(model, tokens) -> int:
-    """dot_generals in the forward and backward whose activation operand keeps batch and time apart."""
+    """dot_generals in the forward and backward, inner jaxprs included (jnp.einsum and jnp.dot are jitted),
+    with an operand that keeps batch and time apart."""
     graph, state = nnx.split(model)
-    b, n = tokens.shape
-    positions = jnp.tile(jnp.arange(n)[None], (b, 1))
-    mask = jnp.tile(jnp.tril(jnp.ones((n, n), dtype=bool))[None], (b, 1, 1))
+    batch_time = tuple(tokens.shape)
 
-    def f(s):
-        logits, _ = nnx.merge(graph, s)(tokens, positions, None, mask)
-        return jnp.sum(logits)
+    def count(jaxpr) -> int:
+        n = 0
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name == "dot_general":
+                n += any(v.aval.ndim == 3 and v.aval.shape[:2] == batch_time for v in eqn.invars)
+            for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+                n += count(sub)
+        return n
 
-    jaxpr = jax.make_jaxpr(jax.grad(f))(state)
-    count = 0
-    for eqn in jaxpr.jaxpr.eqns:
-        if eqn.primitive.name == "dot_general":
-            shapes = sorted((v.aval.ndim for v in eqn.invars), reverse=True)
-            if shapes[0] == 3 and eqn.invars[0].aval.shape[:2] == (b, n):
-                count += 1
-    return count
+    return count(jax.make_jaxpr(jax.grad(lambda s: _loss(nnx.merge(graph, s), tokens)))(state).jaxpr)
 
 
 def test_projections_on_token_rows_match_tunix(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -70,12 +68,12 @@ def test_projections_on_token_rows_match_tunix(monkeypatch: pytest.MonkeyPatch) 
     model = load_model(conf.model, mesh)  # the builtin tiny Qwen3 (imports rlexp.models.tunix_text: patched)
     tokens = jnp.asarray(np.random.default_rng(0).integers(3, conf.model.vocab_size, size=(4, 9)), jnp.int32)
 
-    patched_loss, patched_grads = _loss_and_grads(model, tokens)
+    patched_loss, patched_grads = nnx.value_and_grad(_loss)(model, tokens)
     patched_3d = _dots_on_3d_activations(model, tokens)
     monkeypatch.setattr(qwen3_lib.Einsum, "__call__", qwen3_lib.Einsum.__call__.__wrapped__)
     monkeypatch.setattr(qwen3_lib.MLP, "block", qwen3_lib.MLP.block.__wrapped__)
     monkeypatch.setattr(qwen3_lib.Embedder, "decode", qwen3_lib.Embedder.decode.__wrapped__)
-    tunix_loss, tunix_grads = _loss_and_grads(model, tokens)
+    tunix_loss, tunix_grads = nnx.value_and_grad(_loss)(model, tokens)
     tunix_3d = _dots_on_3d_activations(model, tokens)
 
     assert tunix_3d > 0 and patched_3d == 0, (tunix_3d, patched_3d)
