@@ -14,12 +14,12 @@ refuses to start with it (`check_turn_markers`).
 
 from __future__ import annotations
 
-import functools
 import itertools
 import re
 from collections.abc import Iterable
 from typing import Any
 
+from rlexp.compat.chat_jinja import compiled_chat_template
 from rlexp.config.schema import ChatTemplateConfig, DataTemplateConfig
 from rlexp.data.registry import Row, Splits
 from rlexp.errors import ConfigError
@@ -52,20 +52,6 @@ def data_text(row: Row, data: DataTemplateConfig) -> str:
         ) from err
 
 
-@functools.lru_cache(maxsize=16)
-def _compiled(template: str) -> Any:
-    from jinja2.exceptions import TemplateError
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-    def raise_exception(message: str) -> None:
-        raise TemplateError(message)
-
-    # The same environment flags as transformers' apply_chat_template, so both paths render alike.
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-    env.globals["raise_exception"] = raise_exception
-    return env.from_string(template)
-
-
 def _uses_tokenizer_template(tokenizer: Any) -> bool:
     return tokenizer is not None and hasattr(tokenizer, "apply_chat_template")
 
@@ -90,7 +76,9 @@ def render_prompt(row: Row, data: DataTemplateConfig, chat: ChatTemplateConfig, 
         return tokenizer.apply_chat_template(
             messages, chat_template=chat.chat, tokenize=False, add_generation_prompt=True
         )
-    return _compiled(chat.chat).render(messages=messages, add_generation_prompt=True, bos_token=chat.bos_token)
+    return compiled_chat_template(chat.chat).render(
+        messages=messages, add_generation_prompt=True, bos_token=chat.bos_token
+    )
 
 
 def doubled_markers(row: Row, data: DataTemplateConfig, chat: ChatTemplateConfig, prompt: str) -> list[str]:

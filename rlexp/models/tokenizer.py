@@ -1,11 +1,18 @@
 """Tokenizers: Hugging Face tokenizers loaded from a model folder, and the character tokenizer of `tiny`.
 
-The character tokenizer is a real `tokenizers` WordLevel model saved as tokenizer.json, so the
-builtin model loads through exactly the same `AutoTokenizer` path as a hub checkpoint.
+The character tokenizer is a real `tokenizers` WordLevel model saved as tokenizer.json with a
+tokenizer_config.json, a folder `AutoTokenizer` loads like a hub checkpoint's. A folder of exactly that plain
+form (the generic `PreTrainedTokenizerFast` class, string special tokens, no chat template, nothing added to
+encodings) is served by `JsonTokenizer` straight from `tokenizers`: `import transformers` alone costs 1.3-1.6 s
+of every run (its 5.x lazy module reads ~2,900 model files), more than the default run's whole data and model
+loading. `tests/models/test_tokenizer.py` checks it encodes, decodes and renders as `AutoTokenizer` does; every
+other folder goes through `AutoTokenizer`.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +34,6 @@ def build_char_tokenizer(out_dir: Path, chars: list[str] = CHAR_VOCAB) -> None:
     tok.add_special_tokens([PAD, BOS, EOS])
     out_dir.mkdir(parents=True, exist_ok=True)
     tok.save(str(out_dir / "tokenizer.json"))
-    import json
-
     (out_dir / "tokenizer_config.json").write_text(
         json.dumps(
             {
@@ -48,8 +53,146 @@ def build_char_tokenizer(out_dir: Path, chars: list[str] = CHAR_VOCAB) -> None:
     )
 
 
+# tokenizer_config.json keys whose meaning JsonTokenizer reproduces; a folder with any other key (a chat template,
+# added tokens, a model-specific class's options) goes through AutoTokenizer
+PLAIN_CONFIG_KEYS = {
+    "tokenizer_class",
+    "bos_token",
+    "eos_token",
+    "pad_token",
+    "unk_token",
+    "add_bos_token",
+    "add_eos_token",
+    "model_max_length",
+    "clean_up_tokenization_spaces",
+}
+SPECIAL_NAMES = ("bos_token", "eos_token", "pad_token", "unk_token")
+# files transformers reads besides tokenizer.json and tokenizer_config.json
+HF_EXTRA_FILES = ("special_tokens_map.json", "added_tokens.json", "chat_template.jinja", "chat_template.json")
+
+
+def plain_tokenizer_config(folder: Path) -> dict[str, Any] | None:
+    """The folder's tokenizer_config.json when `JsonTokenizer` serves it exactly as `AutoTokenizer` would, else None."""
+    try:
+        config = json.loads((folder / "tokenizer_config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    plain = (
+        isinstance(config, dict)
+        and (folder / "tokenizer.json").is_file()
+        and not any((folder / name).exists() for name in HF_EXTRA_FILES)
+        and config.get("tokenizer_class") == "PreTrainedTokenizerFast"
+        and set(config) <= PLAIN_CONFIG_KEYS
+        and all(isinstance(config.get(name), str | None) for name in SPECIAL_NAMES)
+        and not any(config.get(k) for k in ("add_bos_token", "add_eos_token", "clean_up_tokenization_spaces"))
+    )
+    return config if plain else None
+
+
+class JsonTokenizer:
+    """A plain tokenizer.json folder through `tokenizers`, with the Hugging Face tokenizer calls rlexp and Tunix make.
+
+    Same results as `AutoTokenizer` for the folders `plain_tokenizer_config` accepts: `encode` applies the
+    tokenizer.json's own post-processor (special tokens added by default), `decode` keeps special tokens unless
+    asked, chat templates render in transformers' Jinja settings with the special tokens as variables. Tunix's
+    `TokenizerAdapter` takes it through `bos_id`/`eos_id`/`pad_id`.
+    """
+
+    chat_template = None  # plain folders ship none: `chat_template=tokenizer` is refused as for AutoTokenizer's
+
+    def __init__(self, folder: Path, config: dict[str, Any]) -> None:
+        from tokenizers import Tokenizer
+
+        self.name_or_path = str(folder)
+        self._tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self.model_max_length = config.get("model_max_length")
+        for name in SPECIAL_NAMES:
+            setattr(self, name, config.get(name))
+
+    def _id(self, token: str | None) -> int | None:
+        return None if token is None else self._tok.token_to_id(token)
+
+    @property
+    def bos_token_id(self) -> int | None:
+        return self._id(self.bos_token)
+
+    @property
+    def eos_token_id(self) -> int | None:
+        return self._id(self.eos_token)
+
+    @property
+    def pad_token_id(self) -> int | None:
+        return self._id(self.pad_token)
+
+    @property
+    def unk_token_id(self) -> int | None:
+        return self._id(self.unk_token)
+
+    @property
+    def vocab_size(self) -> int:
+        return self._tok.get_vocab_size(with_added_tokens=False)
+
+    def __len__(self) -> int:
+        return self._tok.get_vocab_size(with_added_tokens=True)
+
+    def bos_id(self) -> int | None:
+        return self.bos_token_id
+
+    def eos_id(self) -> int | None:
+        return self.eos_token_id
+
+    def pad_id(self) -> int | None:
+        # Tunix's rule for Hugging Face tokenizers without a pad token (Llama 3): pad with EOS
+        return self.eos_token_id if self.pad_token_id is None else self.pad_token_id
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        return self._tok.encode(text, add_special_tokens=add_special_tokens).ids
+
+    def __call__(self, text: str | Sequence[str], add_special_tokens: bool = True) -> dict[str, Any]:
+        """`{"input_ids": ...}` for one text or a batch, as a Hugging Face tokenizer called without options."""
+        if isinstance(text, str):
+            return {"input_ids": self.encode(text, add_special_tokens)}
+        encodings = self._tok.encode_batch(list(text), add_special_tokens=add_special_tokens)
+        return {"input_ids": [e.ids for e in encodings]}
+
+    def decode(self, ids: Any, skip_special_tokens: bool = False) -> str:
+        ids = ids.tolist() if hasattr(ids, "tolist") else list(ids)
+        return self._tok.decode([ids] if isinstance(ids, int) else ids, skip_special_tokens=skip_special_tokens)
+
+    def batch_decode(self, sequences: Sequence[Any], skip_special_tokens: bool = False) -> list[str]:
+        return [self.decode(s, skip_special_tokens) for s in sequences]
+
+    def convert_tokens_to_ids(self, tokens: str | Sequence[str]) -> int | None | list[int | None]:
+        return self._id(tokens) if isinstance(tokens, str) else [self._id(t) for t in tokens]
+
+    def apply_chat_template(
+        self,
+        messages: list[dict[str, str]],
+        chat_template: str | None = None,
+        tokenize: bool = False,
+        add_generation_prompt: bool = False,
+        **kwargs: Any,
+    ) -> str | list[int]:
+        """`messages` rendered by `chat_template`, with the special tokens as template variables."""
+        if chat_template is None:
+            raise ValueError(f"{self.name_or_path}: this tokenizer ships no chat template; pass chat_template=")
+        from rlexp.compat.chat_jinja import compiled_chat_template
+
+        special = {name: getattr(self, name) for name in SPECIAL_NAMES}
+        text = compiled_chat_template(chat_template).render(
+            messages=messages, add_generation_prompt=add_generation_prompt, **special, **kwargs
+        )
+        return self.encode(text, add_special_tokens=False) if tokenize else text
+
+
 def load_tokenizer_dir(model_dir: str | Path) -> Any:
-    """A Hugging Face tokenizer from a local model folder (no network)."""
+    """The tokenizer of a local model folder (no network): `JsonTokenizer` for plain folders, else `AutoTokenizer`."""
+    config = plain_tokenizer_config(Path(model_dir))
+    if config is not None:
+        try:
+            return JsonTokenizer(Path(model_dir), config)
+        except Exception:  # noqa: BLE001 - a broken tokenizer.json: AutoTokenizer's error below names the file
+            pass
     import os
 
     # rlexp takes only tokenizers from transformers: its import-time advice that PyTorch is missing ("models won't
