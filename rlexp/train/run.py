@@ -13,7 +13,7 @@ from omegaconf import DictConfig
 
 from rlexp.config.schema import RlexpConfig
 from rlexp.errors import ConfigError, RunError, print_error
-from rlexp.train import distributed, rundir
+from rlexp.train import distributed, heap, rundir
 
 if TYPE_CHECKING:
     from rlexp.train.hooks import GracefulStop
@@ -112,12 +112,14 @@ def setup_jax(conf: RlexpConfig) -> None:
 
 def train(conf: RlexpConfig, cfg: DictConfig, run_dir: Path | str) -> float:
     """Train one job end to end and return its objective (`objective=`, a summary.json key)."""
-    setup_jax(conf)
-    from rlexp.train.session import TrainingSession
-
-    session = TrainingSession(conf, cfg, str(conf.output_dir or run_dir))
+    collecting = heap.pause()  # the session resumes collection when its set-up is done (rlexp.train.heap)
+    session = None
     try:
-        summary = session.execute()
+        setup_jax(conf)
+        from rlexp.train.session import TrainingSession
+
+        session = TrainingSession(conf, cfg, str(conf.output_dir or run_dir))
+        summary = session.execute(collecting)
     except RunError as err:
         stop = getattr(session, "stop", None)  # the session's GracefulStop, once training began
         if stop is not None and stop.stopped and distributed.in_submitit_slurm_job():
@@ -129,6 +131,8 @@ def train(conf: RlexpConfig, cfg: DictConfig, run_dir: Path | str) -> float:
             # other codes, 1 included, which a stopped run would otherwise exit with.
             raise SystemExit(POD_STOPPED_EXIT) from None
         raise
+    finally:
+        heap.release(collecting)
     value = rundir.dotted_get(summary, conf.objective)
     if not isinstance(value, int | float):
         raise ConfigError("objective", conf.objective, "name a numeric key of summary.json, e.g. eval.after.pass_at_1")

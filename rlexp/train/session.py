@@ -27,7 +27,7 @@ from rlexp.data.registry import load_splits
 from rlexp.data.templates import check_turn_markers, render_splits
 from rlexp.errors import ConfigError, RlexpError, RunError
 from rlexp.rewards.compose import build_rewards
-from rlexp.train import rundir
+from rlexp.train import heap, rundir
 from rlexp.train.checkpoints import restorable
 from rlexp.train.metrics import MetricsCollector, group_stats, rlexp_metric_key, to_json_line
 
@@ -180,7 +180,9 @@ class TrainingSession:
         self._bar.update(1)
 
     # -- the session ---------------------------------------------------------------------------
-    def execute(self) -> dict[str, Any]:
+    def execute(self, collecting: bool = True) -> dict[str, Any]:
+        """Set up, train and evaluate; `collecting`: whether to re-enable the garbage collector once set up
+        (rlexp.train.heap: the caller paused it)."""
         from rlexp.tracking import NoTracker, make_tracker
         from rlexp.train.cluster import build_cluster, build_learner, prompt_width
         from rlexp.train.hooks import GracefulStop, StepHooks, StopTraining
@@ -199,6 +201,7 @@ class TrainingSession:
         self.rewards = build_rewards(self.conf.reward)
         # pad prompts to the longest one this run will see (train and eval), not to max_prompt_tokens
         width = prompt_width([r["prompt"] for r in self.train_rows + self.eval_rows], tokenizer, t.max_prompt_tokens)
+        heap.settle()  # jax, Tunix, the models: RLCluster's own gc.collect() then skips them
         # the cluster restores the newest checkpoint: a damaged one is set aside first (rlexp.train.checkpoints)
         with restorable(self.run_dir, can_move=self.primary and jax.process_count() == 1):
             self.cluster = build_cluster(
@@ -226,6 +229,7 @@ class TrainingSession:
         if "before" not in self.evals:
             self.run_eval(0, "before")
             self.flush_metrics(0)
+        heap.resume(collecting)
         status, stop_cause = "completed", None
         self.set_rollout_seed(start_step + 1)
         self.last_step_end = self.train_started = time.perf_counter()
