@@ -105,35 +105,11 @@ class JsonTokenizer:
 
         self.name_or_path = str(folder)
         self._tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        self.model_max_length = config.get("model_max_length")
-        for name in SPECIAL_NAMES:
-            setattr(self, name, config.get(name))
-
-    def _id(self, token: str | None) -> int | None:
-        return None if token is None else self._tok.token_to_id(token)
-
-    @property
-    def bos_token_id(self) -> int | None:
-        return self._id(self.bos_token)
-
-    @property
-    def eos_token_id(self) -> int | None:
-        return self._id(self.eos_token)
-
-    @property
-    def pad_token_id(self) -> int | None:
-        return self._id(self.pad_token)
-
-    @property
-    def unk_token_id(self) -> int | None:
-        return self._id(self.unk_token)
-
-    @property
-    def vocab_size(self) -> int:
-        return self._tok.get_vocab_size(with_added_tokens=False)
-
-    def __len__(self) -> int:
-        return self._tok.get_vocab_size(with_added_tokens=True)
+        self.vocab_size = self._tok.get_vocab_size(with_added_tokens=False)
+        for name in SPECIAL_NAMES:  # bos_token, bos_token_id, ...: fixed by the folder
+            token = config.get(name)
+            setattr(self, name, token)
+            setattr(self, f"{name}_id", None if token is None else self._tok.token_to_id(token))
 
     def bos_id(self) -> int | None:
         return self.bos_token_id
@@ -156,14 +132,9 @@ class JsonTokenizer:
         return {"input_ids": [e.ids for e in encodings]}
 
     def decode(self, ids: Any, skip_special_tokens: bool = False) -> str:
-        ids = ids.tolist() if hasattr(ids, "tolist") else list(ids)
-        return self._tok.decode([ids] if isinstance(ids, int) else ids, skip_special_tokens=skip_special_tokens)
-
-    def batch_decode(self, sequences: Sequence[Any], skip_special_tokens: bool = False) -> list[str]:
-        return [self.decode(s, skip_special_tokens) for s in sequences]
-
-    def convert_tokens_to_ids(self, tokens: str | Sequence[str]) -> int | None | list[int | None]:
-        return self._id(tokens) if isinstance(tokens, str) else [self._id(t) for t in tokens]
+        ids = ids.tolist() if hasattr(ids, "tolist") else ids  # numpy and jax arrays
+        ids = [ids] if isinstance(ids, int) else list(ids)
+        return self._tok.decode(ids, skip_special_tokens=skip_special_tokens)
 
     def apply_chat_template(
         self,
