@@ -80,21 +80,21 @@ class TrainingSession:
         if self.data_skipped:
             print(f"rlexp: rows not used: {self.data_skipped}", file=sys.stderr)
 
-    def _load_models(self) -> tuple[Any, Any, Any]:
-        from rlexp.models.loader import load_model, load_tokenizer
+    def _load_models(self) -> tuple[Any, Any]:
+        """The policy and the reference model (None when the policy's frozen base or nothing serves as it)."""
+        from rlexp.models.loader import load_model
         from rlexp.train.cluster import build_meshes
 
         self.meshes = build_meshes(self.conf)
-        tokenizer = load_tokenizer(self.conf.model)
         t = self.conf.trainer
         base = load_model(self.conf.model, self.meshes[0])
         if t.lora.rank > 0:
             from rlexp.models.lora import apply_lora
 
             # Only the adapters train; the frozen base they sit on is the reference policy itself.
-            return tokenizer, apply_lora(base, t.lora, self.meshes[0], seed=self.conf.seed), base
+            return apply_lora(base, t.lora, self.meshes[0], seed=self.conf.seed), base
         reference = load_model(self.conf.model, self.meshes[0]) if loads_reference_copy(t) else None
-        return tokenizer, base, reference
+        return base, reference
 
     # -- hook callbacks -----------------------------------------------------------------------
     def metric_fn(self, prompts, completions, rewards, advantages, **fields):  # noqa: ANN001, ANN201
@@ -196,8 +196,9 @@ class TrainingSession:
         from rlexp.models.loader import load_tokenizer
 
         # data first: a config the data refuses (too few steps, doubled turn markers) fails before any weights load
-        self._load_data(load_tokenizer(self.conf.model))
-        tokenizer, actor, reference = self._load_models()
+        tokenizer = load_tokenizer(self.conf.model)
+        self._load_data(tokenizer)
+        actor, reference = self._load_models()
         self.rewards = build_rewards(self.conf.reward)
         # pad prompts to the longest one this run will see (train and eval), not to max_prompt_tokens
         width = prompt_width([r["prompt"] for r in self.train_rows + self.eval_rows], tokenizer, t.max_prompt_tokens)
