@@ -1,3 +1,8 @@
 """rlexp: declarative RL post-training experiments for LLMs on JAX/Tunix, driven by Hydra."""
 
 __version__ = "0.1.0"
+
+from rlexp.compat.tunix import defer_package_init
+
+# before anything imports tunix: its __init__ loads every trainer it has (~1 s); rlexp uses a few submodules
+defer_package_init()
