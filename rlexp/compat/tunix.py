@@ -11,36 +11,57 @@
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
 import importlib.util
 import sys
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 
 def defer_package_init() -> None:
-    """Register `tunix` without running its `__init__` until a top-level name is asked for.
+    """Have the next `import tunix` skip the package's `__init__` until a top-level name is asked for.
 
     Submodule imports (`from tunix.rl import rl_cluster`) need only the package's path. The first lookup of a
     name the package itself defines (`tunix.GRPOLearner`, `from tunix import Sampler`) runs the real `__init__`
-    into the same module, so code that uses the top-level API sees what it always saw. A no-op when tunix is
-    already imported or not installed.
+    into the same module, so code that uses the top-level API sees what it always saw. Nothing is imported or
+    looked up before something imports tunix; a no-op when tunix is already imported.
     """
-    if "tunix" in sys.modules:
-        return
-    spec = importlib.util.find_spec("tunix")
-    if spec is None or spec.loader is None:
-        return
-    package = importlib.util.module_from_spec(spec)
+    if "tunix" not in sys.modules and not any(isinstance(f, _DeferredTunixFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _DeferredTunixFinder())
 
-    def run_init_then_get(name: str) -> Any:
-        if name.startswith("__") and name != "__version__":  # probes (inspect, copy) need not import every trainer
-            raise AttributeError(f"module 'tunix' has no attribute {name!r}")
-        del package.__getattr__  # the real __init__ defines the names; later misses are plain AttributeErrors
-        spec.loader.exec_module(package)
-        return getattr(package, name)
 
-    package.__getattr__ = run_init_then_get
-    sys.modules["tunix"] = package
+class _DeferredTunixFinder(importlib.abc.MetaPathFinder):
+    """Finds `tunix` once, as the real package spec with a loader that defers its `__init__`."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if name != "tunix":
+            return None
+        sys.meta_path.remove(self)  # once: the real finders answer everything else, and any later reload
+        spec = importlib.util.find_spec("tunix")
+        if spec is None or spec.loader is None:
+            return spec
+        spec.loader = _DeferredInitLoader(spec.loader)
+        return spec
+
+
+class _DeferredInitLoader(importlib.abc.Loader):
+    def __init__(self, real: importlib.abc.Loader) -> None:
+        self.real = real
+
+    def __getattr__(self, name: str) -> Any:  # resource readers, get_filename ...: the real loader's
+        return getattr(self.real, name)
+
+    def exec_module(self, package: ModuleType) -> None:
+        def run_init_then_get(name: str) -> Any:
+            if name.startswith("__") and name != "__version__":  # probes (inspect, copy) need not import it all
+                raise AttributeError(f"module 'tunix' has no attribute {name!r}")
+            del package.__getattr__  # the real __init__ defines the names; later misses are plain AttributeErrors
+            self.real.exec_module(package)
+            return getattr(package, name)
+
+        package.__getattr__ = run_init_then_get
 
 
 def qwen3_checkpoint_mapping() -> tuple[Callable[..., Any], Callable[..., Any]]:
