@@ -25,30 +25,31 @@ COMMAND = [
     "logger=none",
 ]
 # step -> metric -> value, measured on this kind of machine (2-core x86-64, jax 0.10.2, tunix 0.1.7). Re-pinned
-# when prompts were padded to the run's longest prompt instead of max_prompt_tokens: the sampler's key
-# depends on the decoding position, so the sampled completions changed.
+# when prompts were padded to the run's longest prompt instead of max_prompt_tokens (the sampler's key depends on
+# the decoding position), and when trainer.max_completion_tokens went 8 -> 4 (the same first four tokens are
+# sampled; completions that ran past four are cut, which moves rewards, lengths and the losses from step 1).
 PINNED = {
     0: {"eval/greedy_accuracy": 0.4375, "eval/pass_at_1": 0.28125},
     1: {
-        "loss": -1.143220740296158e-09,
-        "kl": 8.25295103368262e-08,
-        "grad_norm": 2.044156312942505,
-        "rewards/sum": 0.25,
-        "completions/mean_length": 2.234375,
+        "loss": 4.2095780194983945e-09,
+        "kl": 5.288231719191572e-08,
+        "grad_norm": 2.036097288131714,
+        "rewards/sum": 0.2515625,
+        "completions/mean_length": 2.078125,
     },
     2: {
-        "loss": -0.01471277792006731,
-        "kl": -0.007462695240974426,
-        "grad_norm": 2.4219157695770264,
-        "rewards/sum": 0.425,
-        "completions/mean_length": 2.125,
+        "loss": -0.014922542497515678,
+        "kl": -0.01148577407002449,
+        "grad_norm": 2.3177032470703125,
+        "rewards/sum": 0.440625,
+        "completions/mean_length": 1.96875,
     },
     3: {
-        "loss": -0.03971794247627258,
-        "kl": -0.0156580600887537,
-        "grad_norm": 1.6483725309371948,
+        "loss": -0.039907339960336685,
+        "kl": -0.01904923841357231,
+        "grad_norm": 2.557204484939575,
         "rewards/sum": 0.2921875,
-        "completions/mean_length": 2.140625,
+        "completions/mean_length": 2.09375,
         "eval/greedy_accuracy": 0.625,
         "eval/pass_at_1": 0.28125,
     },
