@@ -280,6 +280,9 @@ def build_cluster(
     from tunix.rl import rl_cluster as rl
     from tunix.sft.metrics_logger import MetricsLoggerOptions
 
+    from rlexp.compat.tunix import shard_inputs_in_one_call
+
+    shard_inputs_in_one_call()
     t = cfg.trainer
     train_mesh, rollout_mesh = meshes
     role_to_mesh = {rl.Role.ACTOR: train_mesh, rl.Role.REFERENCE: train_mesh, rl.Role.ROLLOUT: rollout_mesh}

@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+import warnings
 
 from tests.helpers import REPO
 
@@ -37,3 +38,45 @@ def test_a_process_that_imported_tunix_first_keeps_the_real_package() -> None:
     out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["True", "False"]
+
+
+def test_inputs_placed_in_one_call_match_tunix_leaf_by_leaf() -> None:
+    """Same shardings and values as Tunix's per-leaf `make_array_from_process_local_data`, for every leaf kind a
+    step's TrainExample holds (2-D and 1-D arrays, a scalar, host arrays, an absent field)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.sharding import AxisType, Mesh
+    from jax.sharding import PartitionSpec as P
+    from tunix.sft import sharding_utils
+
+    from rlexp.compat.tunix import shard_inputs_in_one_call
+
+    before = sharding_utils.shard_input  # an in-process run earlier in this session may have placed it already
+    tunix_shard_input = getattr(before, "tunix_shard_input", before)
+    shard_inputs_in_one_call()
+    shard_inputs_in_one_call()  # once: a second cluster in the process does not wrap it again
+    try:
+        assert sharding_utils.shard_input.tunix_shard_input is tunix_shard_input
+        mesh = Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("fsdp", "tp"), axis_types=(AxisType.Auto,) * 2)
+        tree = {
+            "completion_ids": jnp.arange(48, dtype=jnp.int32).reshape(12, 4),
+            "advantages": jnp.linspace(-1, 1, 12),
+            "scale": jnp.float32(0.5),
+            "prompt_ids": np.arange(96, dtype=np.int32).reshape(12, 8),
+            "old_per_token_logps": None,
+        }
+        with warnings.catch_warnings(), mesh:  # Tunix enters meshes this (deprecated) way: thread_resources
+            warnings.simplefilter("ignore", DeprecationWarning)
+            ours, theirs = sharding_utils.shard_input(tree, ("fsdp",)), tunix_shard_input(tree, ("fsdp",))
+        assert ours["old_per_token_logps"] is None is theirs["old_per_token_logps"]
+        for key in ("completion_ids", "advantages", "scale", "prompt_ids"):
+            assert isinstance(ours[key], jax.Array), key
+            assert ours[key].sharding == theirs[key].sharding, key
+            assert ours[key].dtype == theirs[key].dtype, key
+            np.testing.assert_array_equal(ours[key], theirs[key])
+        specs = {k: ours[k].sharding.spec for k in ("completion_ids", "advantages", "scale")}
+        assert specs == {"completion_ids": P("fsdp"), "advantages": P("fsdp"), "scale": P()}
+        assert sharding_utils.shard_input(tree, ("fsdp",)) is tree  # no mesh: untouched, as Tunix leaves it
+    finally:
+        sharding_utils.shard_input = before
