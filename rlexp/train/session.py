@@ -198,6 +198,10 @@ class TrainingSession:
         # data first: a config the data refuses (too few steps, doubled turn markers) fails before any weights load
         tokenizer = load_tokenizer(self.conf.model)
         self._load_data(tokenizer)
+        # started on a thread once the data passed its checks: wandb's start-up (~1 s import, ~1 s run creation
+        # and its service process) overlaps loading the models, building the cluster and the eval before
+        # training, whose first log waits for it (a tracker that cannot start fails the run before any step)
+        self.tracker = make_tracker(self.conf, self.run_dir, resolved, background=True) if self.primary else NoTracker()
         actor, reference = self._load_models()
         self.rewards = build_rewards(self.conf.reward)
         # pad prompts to the longest one this run will see (train and eval), not to max_prompt_tokens
@@ -211,8 +215,6 @@ class TrainingSession:
         learner = build_learner(self.conf, self.cluster, self.rewards.fns, [self.metric_fn])
         self.cluster.actor_trainer.with_training_hooks(StepHooks(self))
         self.start_step = start_step = self.cluster.actor_trainer.train_steps  # > 0 after a restore
-        # started on a thread: wandb's ~1.7 s start-up overlaps the eval before training, whose first log waits for it
-        self.tracker = make_tracker(self.conf, self.run_dir, resolved, background=True) if self.primary else NoTracker()
         if self.primary:
             # steps after the checkpoint are redone: drop what an interrupted run wrote of them. Without a
             # checkpoint (a job killed before its first one, rerun by a sweep resume) everything is redone,
