@@ -154,9 +154,8 @@ def lean_rollout_engine() -> type:
         def __call__(self, input_strings: Any, max_generation_steps: int, **options: Any) -> Any:
             """Tunix's `Sampler.__call__` for what rollouts and evals ask (text and tokens, unpadded, no
             echo); anything else (logits, log-probs, beam search, images, echo) goes to Tunix's own."""
-            if any(options.get(k) for k in ("echo", "return_logits", "return_logprobs", "beam_size", "pad_output")):
-                return super().__call__(input_strings, max_generation_steps, **options)
-            if options.get("images") is not None:
+            tunix_only = ("echo", "return_logits", "return_logprobs", "beam_size", "pad_output")
+            if any(options.get(k) for k in tunix_only) or options.get("images") is not None:
                 return super().__call__(input_strings, max_generation_steps, **options)
             return self._sample_text(input_strings, max_generation_steps, **options)
 
@@ -183,6 +182,8 @@ def lean_rollout_engine() -> type:
             prompt_ids = np.full((len(tokens), max_prompt_length), self.tokenizer.pad_id(), dtype=tokens[0].dtype)
             for row, ids in zip(prompt_ids, tokens, strict=True):
                 row[max_prompt_length - len(ids) :] = ids
+            if seed is None or isinstance(seed, int):  # as Tunix: no seed is seed 0
+                seed = jax.random.PRNGKey(seed or 0)
             total_sampling_steps = max_prompt_length + max_generation_steps
             if total_sampling_steps > self.cache_config.cache_size:
                 raise ValueError(
@@ -197,7 +198,7 @@ def lean_rollout_engine() -> type:
                 temperature=temperature,
                 top_p=top_p,
                 top_k=top_k,
-                seed=jax.random.PRNGKey(0 if seed is None else seed) if seed is None or isinstance(seed, int) else seed,
+                seed=seed,
                 beam_size=None,
                 include_logprobs=False,
             )

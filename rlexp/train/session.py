@@ -198,11 +198,12 @@ class TrainingSession:
         # data first: a config the data refuses (too few steps, doubled turn markers) fails before any weights load
         tokenizer = load_tokenizer(self.conf.model)
         self._load_data(tokenizer)
-        # started on a thread once the data passed its checks: wandb's start-up (~1 s import, ~1 s run creation
-        # and its service process) overlaps loading the models, building the cluster and the eval before
-        # training, whose first log waits for it (a tracker that cannot start fails the run before any step)
-        self.tracker = make_tracker(self.conf, self.run_dir, resolved, background=True) if self.primary else NoTracker()
         actor, reference = self._load_models()
+        # started on a thread once data and models passed their checks (a refused run starts no wandb run):
+        # wandb's start-up (~1 s import, ~1 s run creation and its service process) overlaps building the
+        # cluster and the eval before training, whose first log waits for it (a tracker that cannot start
+        # fails the run before any step)
+        self.tracker = make_tracker(self.conf, self.run_dir, resolved, background=True) if self.primary else NoTracker()
         self.rewards = build_rewards(self.conf.reward)
         # pad prompts to the longest one this run will see (train and eval), not to max_prompt_tokens
         width = prompt_width([r["prompt"] for r in self.train_rows + self.eval_rows], tokenizer, t.max_prompt_tokens)
