@@ -27,6 +27,7 @@ from rlexp.data.registry import load_splits
 from rlexp.data.templates import check_turn_markers, render_splits
 from rlexp.errors import ConfigError, RlexpError, RunError
 from rlexp.rewards.compose import build_rewards
+from rlexp.tracking.process import DEFAULT_FACTORY, TrackerProcess
 from rlexp.train import heap, rundir
 from rlexp.train.checkpoints import restorable
 from rlexp.train.metrics import MetricsCollector, group_stats, rlexp_metric_key, to_json_line
@@ -97,6 +98,17 @@ class TrainingSession:
         return base, reference
 
     # -- hook callbacks -----------------------------------------------------------------------
+    def _spawn_tracker(self) -> TrackerProcess | None:
+        if not self.primary or self.conf.logger.name == "none":
+            return None
+        return TrackerProcess(self.conf.logger.name)
+
+    def _tracker_args(self, resolved: Any) -> tuple[Any, ...]:
+        """`make_tracker`'s arguments for the tracker's process, with the job's place in a sweep read here."""
+        from rlexp.tracking.context import run_context
+
+        return self.conf, self.run_dir, resolved, run_context(self.conf)
+
     def metric_fn(self, prompts, completions, rewards, advantages, **fields):  # noqa: ANN001, ANN201
         """Tunix metric_fn: reward statistics and samples of the step being rolled out."""
         step = self.cluster.global_steps + 1
@@ -183,27 +195,33 @@ class TrainingSession:
     def execute(self, collecting: bool = True) -> dict[str, Any]:
         """Set up, train and evaluate; `collecting`: whether to re-enable the garbage collector once set up
         (rlexp.train.heap: the caller paused it)."""
-        from rlexp.tracking import NoTracker, make_tracker
+        from rlexp.tracking import NoTracker
         from rlexp.train.cluster import build_cluster, build_learner, prompt_width
         from rlexp.train.hooks import GracefulStop, StepHooks, StopTraining
 
         started = time.perf_counter()
         t = self.conf.trainer
         self._check_run_dir()
-        resolved = OmegaConf.to_container(self.cfg, resolve=True)
-        if self.primary:
-            storage.write_text(self.path("config.yaml"), OmegaConf.to_yaml(self.cfg, resolve=True))
-        from rlexp.models.loader import load_tokenizer
+        # the tracker's process imports its backend (wandb ~1.2 s) on the other core while this one loads
+        tracker = self._spawn_tracker()
+        try:
+            from rlexp.models.loader import load_tokenizer
 
-        # data first: a config the data refuses (too few steps, doubled turn markers) fails before any weights load
-        tokenizer = load_tokenizer(self.conf.model)
-        self._load_data(tokenizer)
-        actor, reference = self._load_models()
-        # started on a thread once data and models passed their checks (a refused run starts no wandb run):
-        # wandb's start-up (~1 s import, ~1 s run creation and its service process) overlaps building the
-        # cluster and the eval before training, whose first log waits for it (a tracker that cannot start
-        # fails the run before any step)
-        self.tracker = make_tracker(self.conf, self.run_dir, resolved, background=True) if self.primary else NoTracker()
+            # data first: a config the data refuses (too few steps, doubled turn markers) fails before any weights
+            tokenizer = load_tokenizer(self.conf.model)
+            self._load_data(tokenizer)
+            actor, reference = self._load_models()
+            resolved = OmegaConf.to_container(self.cfg, resolve=True)
+            if self.primary:  # once data and models passed their checks: a refused run leaves no record
+                storage.write_text(self.path("config.yaml"), OmegaConf.to_yaml(self.cfg, resolve=True))
+        except BaseException:
+            if tracker is not None:
+                tracker.close()  # a refused run creates no wandb run
+            raise
+        # started once data and models passed their checks: wandb's run creation overlaps building the cluster
+        # and the eval before training, whose first log waits for it (a tracker that cannot start fails the
+        # run before any step)
+        self.tracker = NoTracker() if tracker is None else tracker.start(DEFAULT_FACTORY, *self._tracker_args(resolved))
         self.rewards = build_rewards(self.conf.reward)
         # pad prompts to the longest one this run will see (train and eval), not to max_prompt_tokens
         width = prompt_width([r["prompt"] for r in self.train_rows + self.eval_rows], tokenizer, t.max_prompt_tokens)

@@ -48,13 +48,15 @@ def test_evals_before_during_and_after_training_trace_each_program_once(tmp_path
 
 
 @pytest.mark.slow
-def test_the_default_wandb_logger_gets_every_row_from_its_own_thread(tmp_path: Path) -> None:
-    """`python -m rlexp` logs to wandb (offline without a key) from the tracker's worker thread: the run starts
-    while the eval before training runs, and still receives every step's and every eval's row, then the summary."""
+def test_the_default_wandb_logger_gets_every_row_from_its_own_process(tmp_path: Path) -> None:
+    """`python -m rlexp` logs to wandb (offline without a key) from the tracker's child process (the trainer
+    itself never imports wandb): the run starts while the eval before training runs, and still receives every
+    step's and every eval's row, then the summary."""
     overrides = [o for o in SHORT if not o.startswith("logger=")]
     env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
+    cmd = [sys.executable, "-X", "importtime", "-m", "rlexp", *overrides, f"output_dir={tmp_path}"]
     out = subprocess.run(
-        [sys.executable, "-m", "rlexp", *overrides, f"output_dir={tmp_path}", f"compile_cache.dir={tmp_path}/cache"],
+        [*cmd, f"compile_cache.dir={tmp_path}/cache"],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -62,6 +64,8 @@ def test_the_default_wandb_logger_gets_every_row_from_its_own_thread(tmp_path: P
         env=env,
     )
     assert out.returncode == 0, out.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines() if line.startswith("import time:")}
+    assert "jax" in imported and "wandb" not in imported  # -X importtime covers this process, not its children
     record = json.loads((tmp_path / "wandb_run.json").read_text())
     assert record["mode"] == "offline" and not record["resumed"]
     [run_file] = (tmp_path / "wandb").glob(f"offline-run-*-{record['id']}/run-{record['id']}.wandb")
@@ -76,6 +80,30 @@ def test_the_default_wandb_logger_gets_every_row_from_its_own_thread(tmp_path: P
     while not complete(data := run_file.read_bytes()) and time.monotonic() < deadline:
         time.sleep(0.25)
     assert complete(data), (data.count(b"perf/step_time_sec"), data.count(b"eval/pass_at_1"))
+
+
+def test_a_config_the_data_refuses_leaves_no_wandb_run_and_no_record(tmp_path: Path) -> None:
+    """The data's checks run in the session (a file's row count is known only once read), after the tracker's
+    process started importing wandb: the command fails in one line and the run dir holds nothing."""
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps({"question": f"{i}+1=", "answer": str(i + 1)}) + "\n" for i in range(20)))
+    run_dir = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
+    args = ["dataset=jsonl", f"dataset.source={data}", "dataset.eval_size=4", "trainer.eval_prompts=4"]
+    out = subprocess.run(
+        [sys.executable, "-m", "rlexp", *args, f"output_dir={run_dir}", f"hydra.run.dir={tmp_path}/hydra"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=600,
+        env=env,
+    )
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert out.stderr.strip().splitlines() == [
+        "rlexp: error: trainer.max_steps=300: the train split (19 rows x 1 epochs / batch 8) gives only 2 steps; "
+        "lower max_steps or raise trainer.epochs"
+    ]
+    assert list(run_dir.iterdir()) == []  # no wandb/, wandb_run.json or config.yaml
 
 
 @dataclasses.dataclass
