@@ -34,7 +34,11 @@ def resolve_mode(mode: str) -> str:
 class WandbTracker:
     def __init__(self, cfg: RlexpConfig, run_dir: str, resolved: dict[str, Any], ctx: RunContext) -> None:
         import wandb
+        import wandb.util
 
+        # wandb imports pandas (~0.4 s) at the first summary write only to ask whether a value is a DataFrame;
+        # without it, wandb asks by the value's type name, which answers the same (rlexp logs plain scalars)
+        wandb.util.pd_available = False
         self.run_dir = run_dir
         previous = storage.read_json(storage.join(run_dir, RUN_FILE)) or {}
         local_dir = cfg.logger.dir or (run_dir if not storage.is_url(run_dir) else ctx.local_dir)
