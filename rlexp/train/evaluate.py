@@ -33,12 +33,14 @@ def correctness_fn(cfg: RlexpConfig):  # noqa: ANN201
 
 
 def evaluate(cluster: Any, rows: list[dict[str, Any]], cfg: RlexpConfig, base_rollout_config: Any) -> dict[str, float]:
-    """Greedy accuracy, pass@1 and mean completion length (characters) on `rows`."""
+    """Greedy accuracy, pass@1, mean completion length (characters) and the share of greedy completions cut
+    by `trainer.max_completion_tokens` on `rows`."""
     t = cfg.trainer
     correct = correctness_fn(cfg)
     prompts = [r["prompt"] for r in rows]
     greedy_cfg = dataclasses.replace(base_rollout_config, temperature=1.0, top_p=None, top_k=None, seed=0)
-    greedy = cluster.rollout.generate(prompts, greedy_cfg).text
+    greedy_out = cluster.rollout.generate(prompts, greedy_cfg)
+    greedy = greedy_out.text
     sampled_cfg = dataclasses.replace(base_rollout_config, temperature=1.0, top_p=1.0, top_k=None)
     rep_rows = [r for r in rows for _ in range(t.eval_samples)]
     rollout_rows = (t.rollout_micro_batch_size or t.batch_size) * t.num_generations
@@ -47,6 +49,8 @@ def evaluate(cluster: Any, rows: list[dict[str, Any]], cfg: RlexpConfig, base_ro
         "greedy_accuracy": float(correct(prompts, greedy, rows).mean()),
         "pass_at_1": float(correct([r["prompt"] for r in rep_rows], sampled, rep_rows).mean()),
         "mean_length": float(np.mean([len(c) for c in sampled])),
+        # greedy completions that used all of max_completion_tokens without ending: the budget cuts answers
+        "truncated": float(np.mean([len(tokens) >= t.max_completion_tokens for tokens in greedy_out.tokens])),
     }
 
 

@@ -45,6 +45,21 @@ def test_evals_before_during_and_after_training_trace_each_program_once(tmp_path
     assert len(decodes) == 2, f"{len(decodes)} decode traces for 2 shapes"
     evals = json.loads((tmp_path / "evals.json").read_text())
     assert sorted(evals) == ["4", "after", "before"] and all(0 <= e["pass_at_1"] <= 1 for e in evals.values())
+    assert evals["before"]["truncated"] == 0.0 and "rlexp: warning" not in out.stderr  # 4 tokens fit a+b answers
+
+
+@pytest.mark.slow
+def test_a_completion_budget_that_cuts_the_answers_is_named_before_the_first_step(tmp_path: Path) -> None:
+    """One token cannot hold an answer and its end: the eval before training sees every greedy completion cut and
+    the run says which key to raise before it trains on cut answers."""
+    cmd = [sys.executable, "-m", "rlexp", *SHORT, "trainer.max_steps=2", "trainer.eval_every=2"]
+    cmd += ["trainer.checkpoint_every=2", "trainer.max_completion_tokens=1", f"output_dir={tmp_path}"]
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    [warning] = [line for line in out.stderr.splitlines() if line.startswith("rlexp: warning")]
+    assert warning.startswith("rlexp: warning: trainer.max_completion_tokens=1: 100% of the greedy eval's")
+    assert out.stderr.index(warning) < out.stderr.index("rlexp: step 1/2")
+    assert json.loads((tmp_path / "evals.json").read_text())["before"]["truncated"] == 1.0
 
 
 @pytest.mark.slow
