@@ -281,7 +281,7 @@ def build_cluster(
     from tunix.rl import rl_cluster as rl
     from tunix.sft.metrics_logger import MetricsLoggerOptions
 
-    from rlexp.compat.tunix import shard_inputs_in_one_call
+    from rlexp.compat.tunix import shard_inputs_in_one_call, without_progress_bar
 
     shard_inputs_in_one_call()
     t = cfg.trainer
@@ -326,9 +326,11 @@ def build_cluster(
     from tunix.perf.metrics import PerfMetricsConfig
 
     perf = PerfMetricsConfig(custom_export_fn=PerfMetricsExport.from_cluster_config(cluster_config))
-    return rl.RLCluster(
+    cluster = rl.RLCluster(
         actor=actor, reference=reference, tokenizer=tokenizer, cluster_config=cluster_config, perf_config=perf
     )
+    without_progress_bar(cluster.actor_trainer)  # the console's progress is rlexp's (session.progress)
+    return cluster
 
 
 def build_learner(cfg: RlexpConfig, cluster: Any, reward_fns: list, metric_fns: list) -> Any:

@@ -4,11 +4,16 @@ training rollout's."""
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import json
 import os
+import pty
 import re
+import select
+import struct
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -119,6 +124,39 @@ def test_a_config_the_data_refuses_leaves_no_wandb_run_and_no_record(tmp_path: P
         "lower max_steps or raise trainer.epochs"
     ]
     assert list(run_dir.iterdir()) == []  # no wandb/, wandb_run.json or config.yaml
+
+
+def on_a_terminal(cmd: list[str], timeout: float = 600) -> tuple[int, str]:
+    """Run `cmd` with stdin, stdout and stderr on a pseudo-terminal of 160 columns, as a user's shell does; its
+    exit status and everything it drew."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))  # a new pty is 0 columns wide
+    proc = subprocess.Popen(cmd, stdin=slave, stdout=slave, stderr=slave, cwd=REPO, close_fds=True)
+    os.close(slave)
+    out, deadline = b"", time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if select.select([master], [], [], 0.2)[0]:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: every end of the terminal's slave side is closed
+                break
+            if not chunk:
+                break
+            out += chunk
+        elif proc.poll() is not None:
+            break
+    os.close(master)
+    return proc.wait(timeout=30), out.decode(errors="replace")
+
+
+@pytest.mark.slow
+def test_a_terminal_shows_one_progress_bar_rlexps(tmp_path: Path) -> None:
+    """Tunix's trainer drew a tqdm bar of its own ("Actor Training", with loss and perplexity) on a terminal,
+    overwriting rlexp's bar line by line; the console's progress is rlexp's alone."""
+    code, screen = on_a_terminal([sys.executable, "-m", "rlexp", *SHORT, f"output_dir={tmp_path}"])
+    assert code == 0, screen[-3000:]
+    assert "Actor Training" not in screen and "perplexity" not in screen
+    assert "train: 100%" in screen and "8/8" in screen and "rlexp run tiny-arith-grpo: completed" in screen
 
 
 @dataclasses.dataclass
