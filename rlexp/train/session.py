@@ -97,7 +97,6 @@ class TrainingSession:
         reference = load_model(self.conf.model, self.meshes[0]) if loads_reference_copy(t) else None
         return base, reference
 
-    # -- hook callbacks -----------------------------------------------------------------------
     def _spawn_tracker(self) -> TrackerProcess | None:
         if not self.primary or self.conf.logger.name == "none":
             return None
@@ -109,6 +108,7 @@ class TrainingSession:
 
         return self.conf, self.run_dir, resolved, run_context(self.conf)
 
+    # -- hook callbacks -----------------------------------------------------------------------
     def metric_fn(self, prompts, completions, rewards, advantages, **fields):  # noqa: ANN001, ANN201
         """Tunix metric_fn: reward statistics and samples of the step being rolled out."""
         step = self.cluster.global_steps + 1
