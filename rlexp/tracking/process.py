@@ -7,7 +7,7 @@ than with `logger=none`. In a child process (`rlexp.tracking.worker`) they run o
 `TrackerProcess()` spawns the child, which imports the backend at once; `start()` hands it the run once the
 data and models passed their checks, so a refused config creates no run (`close()` ends an unstarted child).
 The first `log` (the eval before training) waits until the backend is up, so one that cannot start fails
-the run before any step; later calls only write the row to a pipe. Rows reach the backend in order and
+the run before any step; later calls only queue the row for the pipe. Rows reach the backend in order and
 `finish` waits for all of them. A backend error surfaces at the next `log` or at `finish` as a one-line
 `RunError` naming the logger (the child's traceback is attached as a note, shown with --debug).
 """
@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import os
 import pickle
+import queue
 import select
 import subprocess
 import sys
+import threading
 from typing import Any
 
 import rlexp
@@ -44,6 +46,11 @@ class TrackerProcess:
         )
         self._ready = False
         self._closed = False
+        # Rows reach the pipe through a thread of their own: a backend that stops reading (a stalled service)
+        # fills the pipe's 64 KiB, and the training loop must not wait for it.
+        self._outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._writer = threading.Thread(target=self._write_all, name="rlexp-tracker-pipe", daemon=True)
+        self._writer.start()
 
     def start(self, factory: str = DEFAULT_FACTORY, *args: Any) -> TrackerProcess:
         """Build the backend in the child as `factory(*args)` (`module:callable`; arguments are pickled)."""
@@ -75,11 +82,12 @@ class TrackerProcess:
         if self._closed:
             return
         self._closed = True
-        for stream in (self._proc.stdin, self._proc.stdout):
-            try:
-                stream.close()
-            except OSError:
-                pass
+        self._outbox.put(None)  # the writer closes the child's stdin once the rows before it are written
+        self._writer.join(timeout=120)
+        try:
+            self._proc.stdout.close()
+        except OSError:
+            pass
         try:
             self._proc.wait(timeout=120)
         except subprocess.TimeoutExpired:
@@ -87,11 +95,22 @@ class TrackerProcess:
             self._proc.wait()
 
     def _send(self, *message: Any) -> None:
+        self._outbox.put(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
+
+    def _write_all(self) -> None:
+        stdin = self._proc.stdin
         try:
-            pickle.dump(message, self._proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
-            self._proc.stdin.flush()
-        except (BrokenPipeError, ValueError):  # the child stopped: its reply says why
-            self._expect("nothing")
+            while (data := self._outbox.get()) is not None:
+                stdin.write(data)
+                if self._outbox.empty():
+                    stdin.flush()
+        except (OSError, ValueError):  # the child stopped: its reply or its exit, read by the next call, says why
+            pass
+        finally:
+            try:
+                stdin.close()
+            except (OSError, ValueError):
+                pass
 
     def _expect(self, kind: str) -> None:
         try:

@@ -36,6 +36,18 @@ def test_rows_reach_the_backend_in_a_child_process_in_order_then_the_summary(tmp
     assert tracker._proc.returncode == 0
 
 
+def test_a_backend_that_stops_reading_never_holds_the_training_loop(tmp_path: Path) -> None:
+    """A stalled backend lets the pipe fill (64 KiB, ~40 rows here); the rows queue in this process instead."""
+    record = tmp_path / "calls.jsonl"
+    tracker = TrackerProcess(QUICK).start(RECORDER, str(record), None, 0.0, (1, 6.0))
+    row = {f"metric/{i}": float(i) for i in range(60)}
+    for step in range(1, 301):  # ~600 KiB of rows while the backend sleeps in step 1
+        tracker.log(step, row)
+    assert [c[0] for c in calls(record)] == ["start"]  # every call returned before the backend read on
+    tracker.finish({}, 0)
+    assert [c[2] for c in calls(record)[1:-1]] == list(range(1, 301))
+
+
 def test_the_first_log_waits_for_the_backend_to_start(tmp_path: Path) -> None:
     record = tmp_path / "calls.jsonl"
     tracker = TrackerProcess(QUICK).start(RECORDER, str(record), None, 1.0)
