@@ -94,6 +94,7 @@ class Workload:
     top_p: float = 1.0
     warmup_ratio: float = 0.1
     seed: int = 0
+    precision: str = "float32"  # or "bfloat16": bf16 compute, float32 weights and optimizer state, both sides
 
 
 WORKLOADS = {
@@ -172,6 +173,8 @@ def rlexp_overrides(w: Workload, model_dir: Path | None) -> list[str]:
         "trainer.eval_samples=1",
         "trainer.samples_every=1000000",
         "logger=none",
+        f"model.dtype={w.precision}",
+        "model.param_dtype=float32",
     ]
     if model_dir is not None:
         args += [
@@ -267,7 +270,8 @@ def trl_worker(spec: dict) -> None:
         lr_scheduler_type="cosine",
         warmup_steps=warmup_steps,
         model_init_kwargs={"dtype": torch.float32},
-        bf16=False,
+        # TRL's default on CPU is bf16=True: torch autocast (bf16 matmuls), float32 weights and optimizer state
+        bf16=w.precision == "bfloat16",
         gradient_checkpointing=False,
         use_cpu=True,
         seed=w.seed,
@@ -394,11 +398,18 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--steps", type=int, default=None, help="override the workload's step count")
     ap.add_argument(
+        "--precision",
+        choices=("float32", "bfloat16"),
+        default="float32",
+        help="compute dtype on both sides (weights and optimizer state stay float32)",
+    )
+    ap.add_argument(
         "--torch-threads", type=int, default=0, help="OMP_NUM_THREADS for the TRL side (0: torch's default)"
     )
     args = ap.parse_args()
     load = os.getloadavg()[0]
-    print(f"load average {load:.1f} on {os.cpu_count()} cores; torch threads: {args.torch_threads or 'default'}")
+    threads = args.torch_threads or "default"
+    print(f"load average {load:.1f} on {os.cpu_count()} cores; torch threads: {threads}; precision: {args.precision}")
     if load > (os.cpu_count() or 1) and not args.torch_threads:
         print("note: the machine is oversubscribed; torch's spinning OpenMP threads slow TRL down: see --torch-threads")
     names = ("default", "compute") if args.workload == "both" else (args.workload,)
@@ -406,8 +417,7 @@ def main() -> None:
         all_results = {}
         for name in names:
             w = WORKLOADS[name]
-            if args.steps:
-                w = Workload(**{**asdict(w), "steps": args.steps})
+            w = Workload(**{**asdict(w), "precision": args.precision, **({"steps": args.steps} if args.steps else {})})
             all_results[name] = (w, bench(w, args.rounds, Path(tmp), args.torch_threads))
         for w, results in all_results.values():
             report(w, results)

@@ -15,6 +15,12 @@
   reshape, where the dots read transposed operands in place. Other platforms keep Tunix's code (the MLP's
   sharding constraint names three dimensions; on CPU Tunix applies none). Same values up to float
   summation order.
+- 16-bit compute on CPU (`model.dtype=bfloat16`): XLA:CPU runs a dot whose operands and result are bf16 as an
+  f32 dot of upcast copies, at f32 speed, and the backward dots JAX derives the same way. A dot of bf16
+  operands with an f32 result runs on the CPU's bf16 instructions (AVX512-BF16, AMX) at about twice that:
+  2304x512x1664 at 160 vs 300 GFLOP/s on 2 Zen 4 cores. On CPU the projections above and the MLP's
+  Linears multiply through `matmul_f32_accumulate`, whose forward and backward dots all take that form and
+  round to bf16 after, as XLA's upcast did: the same values up to float summation order.
 """
 
 from __future__ import annotations
@@ -26,7 +32,9 @@ from collections.abc import Iterator
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
+from jax import lax
 from tunix.models.llama3 import model as llama3_lib
 from tunix.models.qwen3 import model as qwen3_lib
 
@@ -85,6 +93,84 @@ def _on_token_rows(original):
     return method
 
 
+_NARROW_FLOATS = (jnp.bfloat16, jnp.float16)
+
+
+def _narrow(*arrays: jax.Array) -> bool:
+    return all(a.dtype in _NARROW_FLOATS for a in arrays) and len({a.dtype for a in arrays}) == 1
+
+
+def _contract(a: jax.Array, b: jax.Array, a_dim: int, b_dim: int) -> jax.Array:
+    """a . b over one dimension of each 2-D operand, accumulated and returned in float32."""
+    return lax.dot_general(a, b, (((a_dim,), (b_dim,)), ((), ())), preferred_element_type=jnp.float32)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
+def matmul_f32_accumulate(x: jax.Array, w: jax.Array, w_transposed: bool = False) -> jax.Array:
+    """x [M, K] times w [K, N] (or w [N, K] when w_transposed), 16-bit operands accumulated in float32 and
+    rounded to x's dtype; its gradients are computed the same way."""
+    return _contract(x, w, 1, 1 if w_transposed else 0).astype(x.dtype)
+
+
+def _row_major_transpose(a: jax.Array) -> jax.Array:
+    """a.T written out row-major. XLA would otherwise fold a transpose into the consuming dot's dimension
+    numbers (or the operand's layout), and XLA:CPU runs a 16-bit dot contracting an operand's first
+    dimension as an f32 dot of upcast copies; through a flat copy the dot reads a plain [K, M] operand.
+    The copy costs ~1.8 ms against ~12 ms for a 2560x512x1664 bf16 dot, which it makes ~1.8x faster."""
+    flat = lax.optimization_barrier(a.T.reshape(-1))
+    return flat.reshape(a.shape[1], a.shape[0])
+
+
+def _matmul_fwd(x, w, w_transposed):
+    return matmul_f32_accumulate(x, w, w_transposed), (x, w)
+
+
+def _matmul_bwd(w_transposed, residuals, g):
+    x, w = residuals
+    g = g.astype(x.dtype)
+    dx = _contract(g, w, 1, 0 if w_transposed else 1)  # g [M, N] . w -> [M, K]
+    if w_transposed:  # dw [N, K] = g^T x
+        dw = _contract(_row_major_transpose(g), x, 1, 0)
+    else:  # dw [K, N] = x^T g
+        dw = _contract(_row_major_transpose(x), g, 1, 0)
+    return dx.astype(x.dtype), dw.astype(w.dtype)
+
+
+matmul_f32_accumulate.defvjp(_matmul_fwd, _matmul_bwd)
+
+
+def _mixed_dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None, **kwargs):
+    """nnx.Linear's dot: [..., K] x [K, N] through `matmul_f32_accumulate` on CPU with 16-bit operands."""
+    (lc, rc), batch = dimension_numbers
+    simple = tuple(lc) == (lhs.ndim - 1,) and tuple(rc) == (0,) and rhs.ndim == 2 and batch == ((), ())
+    if not simple or preferred_element_type is not None or not _narrow(lhs, rhs) or not _on_cpu():
+        return lax.dot_general(lhs, rhs, dimension_numbers, precision, preferred_element_type, **kwargs)
+    out = matmul_f32_accumulate(lhs.reshape(-1, lhs.shape[-1]), rhs)
+    return out.reshape(*lhs.shape[:-1], rhs.shape[1])
+
+
+def _linears_with_mixed_dot(original):
+    def __init__(self, *args, **kwargs):  # noqa: N807
+        original(self, *args, **kwargs)
+        for linear in (self.gate_proj, self.up_proj, self.down_proj):
+            if linear.dot_general is lax.dot_general:  # nnx.Linear's default; a custom dot stays
+                linear.dot_general = _mixed_dot_general
+
+    __init__.rlexp_patched, __init__.__wrapped__ = True, original
+    return __init__
+
+
+def _rows_times_weight(x: jax.Array, w: jax.Array, spec: str) -> jax.Array:
+    """einsum(spec, x, w) for a token-rows spec ('ZD,DNH->ZNH'); a 2-D matmul when x's trailing dims are w's
+    leading ones and 16-bit on CPU."""
+    (x_spec, w_spec), out_spec = spec.split("->")[0].split(","), spec.split("->")[1]
+    k = len(x_spec) - 1
+    if x_spec[1:] == w_spec[:k] and out_spec == x_spec[0] + w_spec[k:] and _narrow(x, w) and _on_cpu():
+        rows = matmul_f32_accumulate(x.reshape(x.shape[0], -1), w.reshape(int(np.prod(w.shape[:k])), -1))
+        return rows.reshape(x.shape[0], *w.shape[k:])
+    return jnp.einsum(spec, x, w)
+
+
 @functools.lru_cache
 def token_rows_spec(einsum_str: str) -> tuple[int, str] | None:
     """For 'BTD,DNH->BTNH': (2, 'ZD,DNH->ZNH'), the leading dims that only the input and output share
@@ -110,11 +196,28 @@ def _einsum_on_token_rows(original):
         dtype = getattr(self, "dtype", None)  # qwen3 computes in its config dtype, llama3 in the inputs'
         if dtype is not None:
             x, w = jnp.astype(x, dtype), jnp.astype(w, dtype)
-        out = jnp.einsum(spec, x.reshape(-1, *x.shape[lead:]), w)
+        out = _rows_times_weight(x.reshape(-1, *x.shape[lead:]), w, spec)
         return out.reshape(*x.shape[:lead], *out.shape[1:])
 
     __call__.rlexp_patched, __call__.__wrapped__ = True, original
     return __call__
+
+
+def _decode_with_mixed_dot(original):
+    """The tied LM head, x . E^T, through `matmul_f32_accumulate` on CPU with a 16-bit compute dtype."""
+
+    def decode(self, x):
+        x_in, w = x, self.input_embedding.value
+        dtype = getattr(self, "dtype", None)  # qwen3 computes in its config dtype, llama3 in the weights'
+        if dtype is not None:
+            x, w = jnp.astype(x, dtype), jnp.astype(w, dtype)
+        if not _narrow(x, w) or not _on_cpu():
+            return original(self, x_in)
+        out = matmul_f32_accumulate(x.reshape(-1, x.shape[-1]), w, True)
+        return out.reshape(*x.shape[:-1], w.shape[0])
+
+    decode.rlexp_patched, decode.__wrapped__ = True, original
+    return decode
 
 
 def patch_text_models() -> None:
@@ -125,7 +228,9 @@ def patch_text_models() -> None:
         if not getattr(lib.MLP.block, "rlexp_patched", False):
             lib.MLP.block = _on_token_rows(lib.MLP.block)
         if not getattr(lib.Embedder.decode, "rlexp_patched", False):  # the tied LM head
-            lib.Embedder.decode = _on_token_rows(lib.Embedder.decode)
+            lib.Embedder.decode = _on_token_rows(_decode_with_mixed_dot(lib.Embedder.decode))
+        if not getattr(lib.MLP.__init__, "rlexp_patched", False):
+            lib.MLP.__init__ = _linears_with_mixed_dot(lib.MLP.__init__)
         if not getattr(lib.apply_rope, "rlexp_patched", False):
             lib.apply_rope = _rope_from_context(lib.apply_rope)
         if not getattr(lib.DecoderLayer.__call__, "rlexp_patched", False):

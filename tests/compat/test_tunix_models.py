@@ -1,4 +1,5 @@
-"""rlexp.compat.tunix_models: the token-rows projections on CPU give Tunix's values and gradients, in 2-D dots."""
+"""rlexp.compat.tunix_models: the token-rows projections on CPU give Tunix's values and gradients, in 2-D dots;
+with a bf16 compute dtype every projection dot takes bf16 operands to an f32 result (the CPU's bf16 GEMM)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from flax import nnx
 from jax.sharding import AxisType, Mesh
 from tunix.models.qwen3 import model as qwen3_lib
 
-from rlexp.compat.tunix_models import token_rows_spec
+from rlexp.compat.tunix_models import matmul_f32_accumulate, token_rows_spec
 from rlexp.models.loader import load_model
 from tests.helpers import compose_conf
 
@@ -83,3 +84,81 @@ def test_projections_on_token_rows_match_tunix(monkeypatch: pytest.MonkeyPatch) 
     assert len(flat_patched) == len(flat_tunix) > 10
     for ours, theirs in zip(flat_patched, flat_tunix, strict=True):
         np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-7)
+
+
+def _dot_kinds(fn, *args) -> dict[tuple[str, str], int]:
+    """(operand dtype, result dtype) -> number of dot_generals in fn's jaxpr, inner jaxprs included."""
+    kinds: dict[tuple[str, str], int] = {}
+
+    def count(jaxpr) -> None:
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name == "dot_general":
+                operands = {str(v.aval.dtype) for v in eqn.invars}
+                key = ("/".join(sorted(operands)), str(eqn.outvars[0].aval.dtype))
+                kinds[key] = kinds.get(key, 0) + 1
+            for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+                count(sub)
+
+    count(jax.make_jaxpr(fn)(*args).jaxpr)
+    return kinds
+
+
+@pytest.mark.parametrize("w_transposed", [False, True])
+def test_matmul_f32_accumulate_values_gradients_and_dots(w_transposed: bool) -> None:
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.normal(size=(6, 5)), jnp.bfloat16)
+    w = jnp.asarray(rng.normal(size=(7, 5) if w_transposed else (5, 7)), jnp.bfloat16)
+    probe = jnp.asarray(rng.normal(size=(6, 7)), jnp.float32)
+
+    def ours(x, w):
+        return jnp.sum(matmul_f32_accumulate(x, w, w_transposed).astype(jnp.float32) * probe)
+
+    def reference(x, w):  # the same products in float32, as XLA computed Tunix's bf16 dots
+        w32 = w.astype(jnp.float32)
+        out = x.astype(jnp.float32) @ (w32.T if w_transposed else w32)
+        return jnp.sum(out.astype(jnp.bfloat16).astype(jnp.float32) * probe)
+
+    value, grads = jax.value_and_grad(ours, argnums=(0, 1))(x, w)
+    ref_value, ref_grads = jax.value_and_grad(reference, argnums=(0, 1))(x, w)
+    np.testing.assert_allclose(value, ref_value, rtol=1e-6)
+    for ours_g, ref_g in zip(grads, ref_grads, strict=True):
+        assert ours_g.dtype == jnp.bfloat16 and ours_g.shape == ref_g.shape
+        np.testing.assert_allclose(ours_g.astype(jnp.float32), ref_g.astype(jnp.float32), rtol=1e-2, atol=1e-2)
+    # forward and both backward dots: bf16 operands, f32 result
+    assert _dot_kinds(jax.grad(ours, argnums=(0, 1)), x, w) == {("bfloat16", "float32"): 3}
+
+
+def test_bfloat16_projections_take_the_bf16_gemm_and_match_tunix(monkeypatch: pytest.MonkeyPatch) -> None:
+    conf = compose_conf(["model.dtype=bfloat16"])  # float32 weights, bf16 compute
+    mesh = Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("fsdp", "tp"), axis_types=(AxisType.Auto,) * 2)
+    model = load_model(conf.model, mesh)
+    tokens = jnp.asarray(np.random.default_rng(0).integers(3, conf.model.vocab_size, size=(4, 9)), jnp.int32)
+
+    def kinds_in_grad() -> dict[tuple[str, str], int]:  # a fresh function per call: traced anew
+        graph, state = nnx.split(model)
+        return _dot_kinds(lambda s: jax.grad(lambda s: _loss(nnx.merge(graph, s), tokens))(s), state)
+
+    patched_loss, patched_grads = nnx.value_and_grad(_loss)(model, tokens)
+    patched_kinds = kinds_in_grad()
+    monkeypatch.setattr(qwen3_lib.Einsum, "__call__", qwen3_lib.Einsum.__call__.__wrapped__)
+    monkeypatch.setattr(qwen3_lib.MLP, "block", qwen3_lib.MLP.block.__wrapped__)
+    monkeypatch.setattr(qwen3_lib.Embedder, "decode", qwen3_lib.Embedder.decode.__wrapped__.__wrapped__)
+    for layer in model.layers:
+        for linear in (layer.mlp.gate_proj, layer.mlp.up_proj, layer.mlp.down_proj):
+            monkeypatch.setattr(linear, "dot_general", jax.lax.dot_general)
+    tunix_loss, tunix_grads = nnx.value_and_grad(_loss)(model, tokens)
+    tunix_kinds = kinds_in_grad()
+
+    narrow, mixed = ("bfloat16", "bfloat16"), ("bfloat16", "float32")
+    # Tunix: every dot bf16 -> bf16 (XLA:CPU upcasts them); patched: only attention's two einsums per layer
+    # (forward and two backward each) stay so, the projections' dots all turn bf16 -> f32
+    assert mixed not in tunix_kinds and tunix_kinds[narrow] > 0
+    attention = 2 * 3 * conf.model.num_layers
+    assert patched_kinds == {narrow: attention, mixed: tunix_kinds[narrow] - attention}, (patched_kinds, tunix_kinds)
+    np.testing.assert_allclose(patched_loss, tunix_loss, rtol=1e-3)
+    flat_patched = jax.tree.leaves(nnx.state(patched_grads))
+    flat_tunix = jax.tree.leaves(nnx.state(tunix_grads))
+    assert len(flat_patched) == len(flat_tunix) > 10
+    for ours, theirs in zip(flat_patched, flat_tunix, strict=True):
+        scale = float(jnp.max(jnp.abs(theirs.astype(jnp.float32)))) or 1.0
+        np.testing.assert_allclose(ours.astype(jnp.float32) / scale, theirs.astype(jnp.float32) / scale, atol=2e-2)
