@@ -86,11 +86,19 @@ def test_a_log_error_surfaces_at_the_next_call(tmp_path: Path) -> None:
     assert [c[0] for c in calls(record)] == ["start", "log"]
 
 
-def test_a_tracker_closed_before_its_start_creates_nothing(tmp_path: Path) -> None:
-    """A config the data or the model refuses: the child already imported the backend, and leaves quietly."""
-    tracker = TrackerProcess(QUICK)
+def test_a_tracker_closed_before_its_start_creates_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A config the data or the model refuses: the child already imported wandb, and leaves quietly. It writes
+    nothing where it runs (wandb puts a run's files under ./wandb unless told otherwise) and prints nothing
+    (the child shares the trainer's stderr: a traceback or a wandb banner would reach the user)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    tracker = TrackerProcess("wandb")
     tracker.close()
-    assert tracker._proc.returncode == 0 and not list(tmp_path.iterdir())
+    assert tracker._proc.returncode == 0
+    assert not list(tmp_path.iterdir())
+    assert capfd.readouterr() == ("", "")
 
 
 def test_a_trainer_that_dies_leaves_its_run_finished_as_failed(tmp_path: Path) -> None:
