@@ -2,6 +2,7 @@
 
     .venv/bin/pip install -e '.[bench]'          # trl (torch comes from the test extra, CPU build)
     .venv/bin/python benchmarks/bench_vs_trl.py [--workload default|compute|both] [--rounds 2] [--torch-threads N]
+        [--precision float32|bfloat16]
 
 Each round runs TRL and rlexp once per workload, each in a fresh process, alternating which goes
 first (load from other processes on a shared machine then hits both sides alike). Per run it
@@ -43,7 +44,9 @@ What is matched (TRL side = `trl_worker` below):
   TRL the k3 estimator; the cost of both is the same reference forward pass.
 - Optimizer: AdamW lr 1e-3, betas (0.9, 0.99), weight decay 0, global-norm clip 1.0, linear
   warmup over 10 % of the steps then cosine to 0.
-- Precision and device: float32 on CPU, no gradient checkpointing; thread pools as above.
+- Precision and device: CPU, no gradient checkpointing, thread pools as above; float32 by default.
+  `--precision bfloat16` computes in bf16 on both sides with float32 weights and optimizer state: TRL's
+  own default (`bf16=True`: torch autocast) against rlexp's `model.dtype=bfloat16 model.param_dtype=float32`.
 
 Not matched, by design: rlexp runs a short eval before and after training (8 prompts, 1 sample)
 and writes one checkpoint at the end; TRL saves nothing. Both count in the process wall, not in
