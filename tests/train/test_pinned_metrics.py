@@ -1,4 +1,4 @@
-"""Pinned numbers of the default run: `python -m rlexp` with seed 0 is deterministic on CPU, so a change that
+"""Pinned numbers of the default run: `python -m rlexp` with seed 0 is deterministic on a CPU, so a change that
 alters training (sampling, advantages, loss, optimizer, data order, evals) shows up here as drift.
 
 The run is the default configuration cut to 3 steps (eval before and after on 16 prompts). When a change
@@ -60,7 +60,11 @@ PINNED = {
 @pytest.mark.parametrize(
     ("extra", "tolerance"),
     [
-        ([], 1e-6),
+        # The same run on the two x86 CPUs this kind of machine comes with (AVX2; AVX-512 with BF16) differs in
+        # float32 summation order: XLA:CPU's dot library picks its kernels for the CPU it runs on. Measured
+        # between them: grad_norm 6.5e-7 relative (1.7e-6 absolute at step 3), kl 9e-8 absolute; sampled
+        # tokens, rewards, lengths and evals identical. A change to the math moves these by 1e-4 and more.
+        ([], 1e-5),
         # Recomputing each decoder layer in the backward pass changes XLA's fusions, not the math: the same
         # numbers to float32 rounding (measured: grad_norm within 7e-7). It also samples under remat.
         (["model.remat=full"], 1e-5),
@@ -82,6 +86,6 @@ def test_default_run_metrics_are_pinned(extra: list[str], tolerance: float, tmp_
         f"step {step} {key}: {rows.get(step, {}).get(key)} != pinned {value}"
         for step, metrics in PINNED.items()
         for key, value in metrics.items()
-        if rows.get(step, {}).get(key) is None or abs(rows[step][key] - value) > tolerance
+        if rows.get(step, {}).get(key) is None or abs(rows[step][key] - value) > tolerance * max(1.0, abs(value))
     ]
     assert not drift, "\n".join(drift)
