@@ -20,7 +20,11 @@
   operands with an f32 result runs on the CPU's bf16 instructions (AVX512-BF16, AMX) at about twice that:
   2304x512x1664 at 160 vs 300 GFLOP/s on 2 Zen 4 cores. On CPU the projections above and the MLP's
   Linears multiply through `matmul_f32_accumulate`, whose forward and backward dots all take that form and
-  round to bf16 after, as XLA's upcast did: the same values up to float summation order.
+  round to bf16 after, as XLA's upcast did: the same values up to float summation order. A model given LoRA
+  adapters keeps plain dots (`keep_plain_dots`): qwix adds the adapters inside the dots it intercepts.
+- LoRA with a 16-bit compute dtype, on every platform: qwix adds a float32 adapter product to a bf16
+  projection, which promotes it, and the sampler's bf16 KV cache refuses the k and v projections. The
+  projections and MLP blocks return their compute dtype (`_in_dtype`); gemma4's too (`patch_projection_dtypes`).
 """
 
 from __future__ import annotations
@@ -149,6 +153,53 @@ def _mixed_dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_el
     return out.reshape(*lhs.shape[:-1], rhs.shape[1])
 
 
+def _has_adapters(module: nnx.Module) -> bool:
+    return getattr(module, "rlexp_adapted", False)
+
+
+def keep_plain_dots(model: nnx.Module) -> None:
+    """For a model qwix is to give LoRA adapters: qwix adds each adapter's product inside the projection's dot,
+    which it intercepts, so under `matmul_f32_accumulate`'s custom VJP the adapter weights would be closed-over
+    values autodiff cannot reach (JAX refuses). Its projections keep plain dots, from qwix's first pass on."""
+    for _, node in nnx.iter_graph(model):
+        if isinstance(node, nnx.Linear) and node.dot_general is _mixed_dot_general:
+            node.dot_general = lax.dot_general
+        elif isinstance(node, (qwen3_lib.Einsum, llama3_lib.Einsum, qwen3_lib.Embedder, llama3_lib.Embedder)):
+            node.rlexp_adapted = True
+
+
+def _in_dtype(out: jax.Array, dtype) -> jax.Array:
+    """A projection's result in the module's compute dtype. qwix's LoRA adds a float32 adapter product to a
+    bf16 projection, which promotes it; the k and v projections then reach the sampler's bf16 KV cache and
+    `dynamic_update_slice` refuses the mix (every bf16 model with `trainer.lora.rank > 0`, on any platform)."""
+    return out if dtype is None or out.dtype == dtype else out.astype(dtype)
+
+
+def _mlp_in_input_dtype(original):
+    def block(self, x):
+        return _in_dtype(original(self, x), x.dtype)
+
+    block.rlexp_patched, block.__wrapped__ = True, original
+    return block
+
+
+def _einsum_in_dtype(original):
+    def __call__(self, x):  # noqa: N807
+        return _in_dtype(original(self, x), getattr(self, "dtype", None))
+
+    __call__.rlexp_patched, __call__.__wrapped__ = True, original
+    return __call__
+
+
+def patch_projection_dtypes(lib) -> None:
+    """A Tunix model module's `Einsum` projections and `FeedForward` block return their compute dtype under LoRA
+    too (`_in_dtype`); for gemma4, whose modules rlexp otherwise runs as Tunix wrote them. Idempotent."""
+    if not getattr(lib.Einsum.__call__, "rlexp_patched", False):
+        lib.Einsum.__call__ = _einsum_in_dtype(lib.Einsum.__call__)
+    if not getattr(lib.FeedForward.block, "rlexp_patched", False):
+        lib.FeedForward.block = _mlp_in_input_dtype(lib.FeedForward.block)
+
+
 def _linears_with_mixed_dot(original):
     def __init__(self, *args, **kwargs):  # noqa: N807
         original(self, *args, **kwargs)
@@ -160,12 +211,12 @@ def _linears_with_mixed_dot(original):
     return __init__
 
 
-def _rows_times_weight(x: jax.Array, w: jax.Array, spec: str) -> jax.Array:
+def _rows_times_weight(x: jax.Array, w: jax.Array, spec: str, bf16_gemm: bool = True) -> jax.Array:
     """einsum(spec, x, w) for a token-rows spec ('ZD,DNH->ZNH'); a 2-D matmul when x's trailing dims are w's
     leading ones and 16-bit on CPU."""
     (x_spec, w_spec), out_spec = spec.split("->")[0].split(","), spec.split("->")[1]
     k = len(x_spec) - 1
-    if x_spec[1:] == w_spec[:k] and out_spec == x_spec[0] + w_spec[k:] and _narrow(x, w) and _on_cpu():
+    if bf16_gemm and x_spec[1:] == w_spec[:k] and out_spec == x_spec[0] + w_spec[k:] and _narrow(x, w) and _on_cpu():
         rows = matmul_f32_accumulate(x.reshape(x.shape[0], -1), w.reshape(int(np.prod(w.shape[:k])), -1))
         return rows.reshape(x.shape[0], *w.shape[k:])
     return jnp.einsum(spec, x, w)
@@ -187,7 +238,7 @@ def token_rows_spec(einsum_str: str) -> tuple[int, str] | None:
 
 
 def _einsum_on_token_rows(original):
-    def __call__(self, x):  # noqa: N807
+    def projection(self, x):
         rows = token_rows_spec(self.einsum_str)
         if rows is None or x.ndim != len(self.einsum_str.split(",")[0]) or not _on_cpu():
             return original(self, x)
@@ -196,8 +247,11 @@ def _einsum_on_token_rows(original):
         dtype = getattr(self, "dtype", None)  # qwen3 computes in its config dtype, llama3 in the inputs'
         if dtype is not None:
             x, w = jnp.astype(x, dtype), jnp.astype(w, dtype)
-        out = _rows_times_weight(x.reshape(-1, *x.shape[lead:]), w, spec)
+        out = _rows_times_weight(x.reshape(-1, *x.shape[lead:]), w, spec, not _has_adapters(self))
         return out.reshape(*x.shape[:lead], *out.shape[1:])
+
+    def __call__(self, x):  # noqa: N807
+        return _in_dtype(projection(self, x), getattr(self, "dtype", None))
 
     __call__.rlexp_patched, __call__.__wrapped__ = True, original
     return __call__
@@ -211,7 +265,7 @@ def _decode_with_mixed_dot(original):
         dtype = getattr(self, "dtype", None)  # qwen3 computes in its config dtype, llama3 in the weights'
         if dtype is not None:
             x, w = jnp.astype(x, dtype), jnp.astype(w, dtype)
-        if not _narrow(x, w) or not _on_cpu():
+        if not _narrow(x, w) or not _on_cpu() or _has_adapters(self):
             return original(self, x_in)
         out = matmul_f32_accumulate(x.reshape(-1, x.shape[-1]), w, True)
         return out.reshape(*x.shape[:-1], w.shape[0])
@@ -226,7 +280,7 @@ def patch_text_models() -> None:
         if not getattr(lib.Einsum.__call__, "rlexp_patched", False):
             lib.Einsum.__call__ = _einsum_on_token_rows(lib.Einsum.__call__)
         if not getattr(lib.MLP.block, "rlexp_patched", False):
-            lib.MLP.block = _on_token_rows(lib.MLP.block)
+            lib.MLP.block = _on_token_rows(_mlp_in_input_dtype(lib.MLP.block))
         if not getattr(lib.Embedder.decode, "rlexp_patched", False):  # the tied LM head
             lib.Embedder.decode = _on_token_rows(_decode_with_mixed_dot(lib.Embedder.decode))
         if not getattr(lib.MLP.__init__, "rlexp_patched", False):

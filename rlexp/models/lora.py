@@ -7,6 +7,8 @@ gemma4 and gpt-oss name theirs differently, so the default is translated per fam
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 from typing import Any
 
 import jax
@@ -37,21 +39,53 @@ def apply_lora(model: Any, lora_cfg: LoraConfig, mesh: Any = None, seed: int = 0
     import qwix
     from tunix.utils import compat
 
+    from rlexp.compat.tunix_models import keep_plain_dots
+
     if lora_cfg.rank <= 0:
         return model
     path = module_path_for(model, lora_cfg.module_path)
     provider = qwix.LoraProvider(module_path=path, rank=lora_cfg.rank, alpha=lora_cfg.alpha)
+    keep_plain_dots(model)  # before qwix's first pass, which creates the adapters where it sees the dots
     inputs = model.get_model_input()
-    if mesh is None:
-        lora_model = qwix.apply_lora_to_model(model, provider, rngs=nnx.Rngs(seed), **inputs)
-    else:
-        with compat.set_mesh(mesh):
+    swaps = _first_pass_in_weight_dtype(model)
+    lora_model = model
+    try:
+        with compat.set_mesh(mesh) if mesh is not None else contextlib.nullcontext():
             lora_model = qwix.apply_lora_to_model(model, provider, rngs=nnx.Rngs(seed), **inputs)
-            state = nnx.state(lora_model)
-            nnx.update(lora_model, jax.lax.with_sharding_constraint(state, nnx.get_partition_spec(state)))
+            if mesh is not None:
+                state = nnx.state(lora_model)
+                nnx.update(lora_model, jax.lax.with_sharding_constraint(state, nnx.get_partition_spec(state)))
+    finally:
+        _restore_configs([model, lora_model], swaps)
     if not jax.tree_util.tree_leaves(nnx.state(lora_model, nnx.LoRAParam)):
         raise ConfigError("trainer.lora.module_path", lora_cfg.module_path, f"matched no projection (used {path!r})")
     return lora_model
+
+
+def _first_pass_in_weight_dtype(model: Any) -> list[tuple[Any, Any]]:
+    """qwix creates the adapters in an eager first pass, finding each projection's weight by identity, or by a
+    unique shape. A weight cast to the compute dtype there is a new array, and gpt-oss's attention holds k and v
+    of equal shape: with bf16 compute over float32 weights, neither got an adapter and the first traced pass
+    failed. For that pass its modules compute in the weights' dtype, so the casts return the weights themselves;
+    `_restore_configs` puts the compute dtype back. (The adapters take the weights' dtype either way; Tunix's
+    models hold one weight per projection module.) Returns (config for the pass, the module's own) pairs."""
+    swaps = []
+    for _, node in nnx.iter_graph(model):
+        cfg = getattr(node, "cfg", None) if isinstance(node, nnx.Module) else None
+        if dataclasses.is_dataclass(cfg) and getattr(cfg, "dtype", None) != getattr(cfg, "param_dtype", None):
+            node.cfg = dataclasses.replace(cfg, dtype=cfg.param_dtype)
+            swaps.append((node.cfg, cfg))
+    return swaps
+
+
+def _restore_configs(models: list[Any], swaps: list[tuple[Any, Any]]) -> None:
+    """Undo `_first_pass_in_weight_dtype` in the model and in the copy qwix returns (which shares its configs)."""
+    for model in models:
+        for _, node in nnx.iter_graph(model):
+            cfg = getattr(node, "cfg", None) if isinstance(node, nnx.Module) else None
+            for first_pass, own in swaps:
+                if cfg is first_pass:
+                    node.cfg = own
 
 
 def _lora_einsums(model: Any) -> dict[str, tuple[str, str, str]]:

@@ -12,6 +12,7 @@ from flax import nnx
 from jax.sharding import AxisType, Mesh
 from tunix.models.qwen3 import model as qwen3_lib
 
+from rlexp.compat import tunix_models
 from rlexp.compat.tunix_models import matmul_f32_accumulate, token_rows_spec
 from rlexp.models.loader import load_model
 from tests.helpers import compose_conf
@@ -162,3 +163,23 @@ def test_bfloat16_projections_take_the_bf16_gemm_and_match_tunix(monkeypatch: py
     for ours, theirs in zip(flat_patched, flat_tunix, strict=True):
         scale = float(jnp.max(jnp.abs(theirs.astype(jnp.float32)))) or 1.0
         np.testing.assert_allclose(ours.astype(jnp.float32) / scale, theirs.astype(jnp.float32) / scale, atol=2e-2)
+
+
+@pytest.mark.parametrize("platform", ["cpu", "other"])
+def test_lora_on_bf16_projections_keeps_the_kv_cache_dtype(platform: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """qwix's float32 adapter product promoted the bf16 k and v projections, and the sampler's bf16 KV cache
+    refused them in `dynamic_update_slice`: every bf16 model with LoRA failed at its first rollout."""
+    from rlexp.models.lora import apply_lora
+
+    if platform == "other":  # Tunix's own projections, as on TPU and GPU
+        monkeypatch.setattr(tunix_models, "_on_cpu", lambda: False)
+    conf = compose_conf(["model.dtype=bfloat16", "trainer.lora.rank=4"])
+    model = apply_lora(load_model(conf.model, None), conf.trainer.lora, None)
+    b, n, size = 2, 5, 16
+    tokens = jnp.asarray(np.random.default_rng(0).integers(3, conf.model.vocab_size, size=(b, n)), jnp.int32)
+    positions = jnp.tile(jnp.arange(n)[None], (b, 1))
+    mask = jnp.tile((jnp.arange(size)[None, :] <= jnp.arange(n)[:, None])[None], (b, 1, 1))
+    cache = model.init_cache(b, size, jnp.bfloat16)
+    logits, cache = model(tokens, positions, cache, mask)
+    assert {cache[layer][kv].dtype for layer in cache for kv in ("k", "v")} == {jnp.dtype(jnp.bfloat16)}
+    assert jnp.isfinite(logits.astype(jnp.float32)).all()

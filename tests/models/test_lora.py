@@ -17,7 +17,7 @@ def tiny_dirs(tmp_path_factory):
 
     from rlexp.models.tiny_random import write
 
-    return {f: write(f, tmp_path_factory.mktemp(f)) for f in ("gemma4",)}
+    return {f: write(f, tmp_path_factory.mktemp(f)) for f in ("gemma4", "gpt_oss")}
 
 
 @pytest.mark.slow
@@ -49,3 +49,25 @@ def test_merged_adapters_equal_the_adapted_model(family, tiny_dirs):
     assert any("attn" in k for k in changed)  # the adapters moved the projections they sit on
     tokens = np.array([[3, 4, 5, 6, 7, 8, 9, 10, 11]])
     assert max_rel_error(rlexp_logits(merged, tokens), rlexp_logits(adapted, tokens)) <= 1e-5
+
+
+def test_bf16_compute_over_float32_weights_gets_every_adapter_and_keeps_its_dtype(tiny_dirs):
+    """gpt-oss's attention holds k and v of one shape; qwix's eager first pass could tell neither cast weight
+    apart, so they got no adapter and the first traced pass failed (rlexp.models.lora._first_pass_in_weight_dtype)."""
+    from rlexp.models.loader import load_model
+    from rlexp.models.lora import apply_lora
+
+    overrides = ["model=gpt_oss_tiny", f"model.path={tiny_dirs['gpt_oss']}", "trainer.lora.rank=4"]
+    cfg = compose_conf([*overrides, "model.dtype=bfloat16", "model.param_dtype=float32"])
+    adapted = apply_lora(load_model(cfg.model, None), cfg.trainer.lora, None)
+    lora = {
+        ".".join(str(getattr(p, "key", p)) for p in path): leaf
+        for path, leaf in jax.tree_util.tree_flatten_with_path(nnx.to_pure_dict(nnx.state(adapted, nnx.LoRAParam)))[0]
+    }
+    for proj in ("q_proj", "k_proj", "v_proj", "o_proj"):
+        assert any(f"attn.{proj}_lora_a" in name for name in lora), (proj, sorted(lora))
+    assert {leaf.dtype for leaf in lora.values()} == {np.dtype("float32")}  # adapters train in float32
+    dtypes = {node.cfg.dtype for _, node in nnx.iter_graph(adapted) if hasattr(node, "cfg")}
+    assert dtypes == {jax.numpy.bfloat16}  # the first pass's float32 compute did not stay
+    tokens = np.array([[3, 4, 5, 6, 7, 8, 9, 10, 11]])
+    assert np.isfinite(np.asarray(rlexp_logits(adapted, tokens), np.float32)).all()
