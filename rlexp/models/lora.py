@@ -47,7 +47,7 @@ def apply_lora(model: Any, lora_cfg: LoraConfig, mesh: Any = None, seed: int = 0
     provider = qwix.LoraProvider(module_path=path, rank=lora_cfg.rank, alpha=lora_cfg.alpha)
     keep_plain_dots(model)  # before qwix's first pass, which creates the adapters where it sees the dots
     inputs = model.get_model_input()
-    swaps = _first_pass_in_weight_dtype(model)
+    swaps = _plain_first_pass(model)
     lora_model = model
     try:
         with compat.set_mesh(mesh) if mesh is not None else contextlib.nullcontext():
@@ -62,30 +62,45 @@ def apply_lora(model: Any, lora_cfg: LoraConfig, mesh: Any = None, seed: int = 0
     return lora_model
 
 
-def _first_pass_in_weight_dtype(model: Any) -> list[tuple[Any, Any]]:
-    """qwix creates the adapters in an eager first pass, finding each projection's weight by identity, or by a
-    unique shape. A weight cast to the compute dtype there is a new array, and gpt-oss's attention holds k and v
-    of equal shape: with bf16 compute over float32 weights, neither got an adapter and the first traced pass
-    failed. For that pass its modules compute in the weights' dtype, so the casts return the weights themselves;
-    `_restore_configs` puts the compute dtype back. (The adapters take the weights' dtype either way; Tunix's
-    models hold one weight per projection module.) Returns (config for the pass, the module's own) pairs."""
+def _plain_first_pass(model: Any) -> list[tuple[str, Any, Any]]:
+    """Configure the model's modules for qwix's first pass; (attribute, config for the pass, own config) triples
+    for `_restore_configs`. qwix creates the adapters in an eager first pass, finding each projection's weight
+    by identity, or by a unique shape, inside the module it intercepts:
+    - a weight cast to the compute dtype there is a new array, and gpt-oss's attention holds k and v of one
+      shape: with bf16 compute over float32 weights, neither got an adapter and the first traced pass failed.
+      The pass computes in the weights' dtype, so the casts return the weights themselves;
+    - under `model.remat=full` the layers run as copies inside `nnx.remat`, where qwix saw no projection at all
+      ("matched no projection"). The pass runs without remat, which changes no value.
+    The adapters take the weights' dtype either way."""
     swaps = []
     for _, node in nnx.iter_graph(model):
-        cfg = getattr(node, "cfg", None) if isinstance(node, nnx.Module) else None
-        if dataclasses.is_dataclass(cfg) and getattr(cfg, "dtype", None) != getattr(cfg, "param_dtype", None):
-            node.cfg = dataclasses.replace(cfg, dtype=cfg.param_dtype)
-            swaps.append((node.cfg, cfg))
+        if not isinstance(node, nnx.Module):
+            continue
+        for attr in ("cfg", "config"):  # rlexp's gpt-oss, Tunix's models
+            cfg = getattr(node, attr, None)
+            if not dataclasses.is_dataclass(cfg) or isinstance(cfg, type):
+                continue
+            changes = {}
+            if hasattr(cfg, "param_dtype") and getattr(cfg, "dtype", None) != cfg.param_dtype:
+                changes["dtype"] = cfg.param_dtype
+            if getattr(cfg, "remat", False) is True:
+                changes["remat"] = False
+            remat = getattr(cfg, "remat_config", None)
+            if remat is not None and getattr(remat, "name", "NONE") != "NONE":
+                changes["remat_config"] = type(remat).NONE
+            if changes:
+                setattr(node, attr, dataclasses.replace(cfg, **changes))
+                swaps.append((attr, getattr(node, attr), cfg))
     return swaps
 
 
-def _restore_configs(models: list[Any], swaps: list[tuple[Any, Any]]) -> None:
-    """Undo `_first_pass_in_weight_dtype` in the model and in the copy qwix returns (which shares its configs)."""
+def _restore_configs(models: list[Any], swaps: list[tuple[str, Any, Any]]) -> None:
+    """Undo `_plain_first_pass` in the model and in the copy qwix returns (which shares its configs)."""
     for model in models:
         for _, node in nnx.iter_graph(model):
-            cfg = getattr(node, "cfg", None) if isinstance(node, nnx.Module) else None
-            for first_pass, own in swaps:
-                if cfg is first_pass:
-                    node.cfg = own
+            for attr, first_pass, own in swaps:
+                if isinstance(node, nnx.Module) and getattr(node, attr, None) is first_pass:
+                    setattr(node, attr, own)
 
 
 def _lora_einsums(model: Any) -> dict[str, tuple[str, str, str]]:

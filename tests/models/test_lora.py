@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
@@ -53,7 +54,7 @@ def test_merged_adapters_equal_the_adapted_model(family, tiny_dirs):
 
 def test_bf16_compute_over_float32_weights_gets_every_adapter_and_keeps_its_dtype(tiny_dirs):
     """gpt-oss's attention holds k and v of one shape; qwix's eager first pass could tell neither cast weight
-    apart, so they got no adapter and the first traced pass failed (rlexp.models.lora._first_pass_in_weight_dtype)."""
+    apart, so they got no adapter and the first traced pass failed (rlexp.models.lora._plain_first_pass)."""
     from rlexp.models.loader import load_model
     from rlexp.models.lora import apply_lora
 
@@ -71,3 +72,38 @@ def test_bf16_compute_over_float32_weights_gets_every_adapter_and_keeps_its_dtyp
     assert dtypes == {jax.numpy.bfloat16}  # the first pass's float32 compute did not stay
     tokens = np.array([[3, 4, 5, 6, 7, 8, 9, 10, 11]])
     assert np.isfinite(np.asarray(rlexp_logits(adapted, tokens), np.float32)).all()
+
+
+def test_adapters_under_remat_full_train_as_without_it():
+    """`model.remat=full` runs the layers as copies inside nnx.remat, where qwix's first pass saw no projection
+    ("matched no projection"); the pass now runs without remat, and the adapters apply inside it afterwards."""
+    from tunix.models.qwen3 import model as qwen3_lib
+
+    from rlexp.models.loader import load_model
+    from rlexp.models.lora import apply_lora
+
+    def adapted(extra: list[str]):
+        cfg = compose_conf(["trainer.lora.rank=4", *extra])
+        return apply_lora(load_model(cfg.model, None), cfg.trainer.lora, None)
+
+    remat, plain = adapted(["model.remat=full"]), adapted([])
+    assert {layer.config.remat_config for layer in remat.layers} == {qwen3_lib.RematConfig.DECODER}
+    tokens = jnp.asarray([[3, 4, 5, 6, 7, 8, 9, 10, 11], [11, 10, 9, 8, 7, 6, 5, 4, 3]])
+    positions = jnp.tile(jnp.arange(9)[None], (2, 1))
+    mask = jnp.tile(jnp.tril(jnp.ones((9, 9), dtype=bool))[None], (2, 1, 1))
+
+    def lora_grads(model):
+        def loss(model):
+            logits, _ = model(tokens, positions, None, mask)
+            return jnp.mean(jax.nn.log_softmax(logits)[..., 3])
+
+        grads = nnx.grad(loss, argnums=nnx.DiffState(0, nnx.LoRAParam))(model)
+        return nnx.to_pure_dict(nnx.state(grads, nnx.LoRAParam))
+
+    ours, theirs = lora_grads(remat), lora_grads(plain)
+    leaves = jax.tree_util.tree_leaves(theirs)
+    assert len(leaves) == 2 * 7 * len(plain.layers)  # a and b on q, k, v, o, gate, up, down in every layer
+    assert jax.tree_util.tree_structure(ours) == jax.tree_util.tree_structure(theirs)
+    assert any(float(jnp.abs(g).max()) > 0 for g in leaves)
+    for a, b in zip(jax.tree_util.tree_leaves(ours), leaves, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)

@@ -26,10 +26,13 @@ pytestmark = pytest.mark.slow
     [
         ("gpt_oss", []),
         ("gemma4", []),
-        # bf16 compute with LoRA failed at gemma4's first rollout (its KV cache refused the adapters' float32 k/v)
-        ("gemma4", ["model.dtype=bfloat16", "trainer.lora.rank=4"]),
+        # Each failed before: bf16 compute with LoRA at the first rollout (gemma4: the KV cache refused the
+        # adapters' float32 k/v; gpt-oss: k and v got no adapter); LoRA under remat ("matched no projection");
+        # gpt-oss's remat inside the sampler's while_loop (TraceContextError), with or without LoRA.
+        ("gemma4", ["model.dtype=bfloat16", "trainer.lora.rank=4", "model.remat=full"]),
+        ("gpt_oss", ["model.dtype=bfloat16", "trainer.lora.rank=4", "model.remat=full"]),
     ],
-    ids=["gpt_oss", "gemma4", "gemma4_bf16_lora"],
+    ids=["gpt_oss", "gemma4", "gemma4_bf16_lora_remat", "gpt_oss_bf16_lora_remat"],
 )
 def test_three_grpo_steps(family: str, extra: list[str], tmp_path: Path) -> None:
     ckpt = write(family, tmp_path / "ckpt")  # random weights + the builtin character tokenizer

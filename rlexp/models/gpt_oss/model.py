@@ -252,7 +252,9 @@ class DecoderLayer(nnx.Module):
 
     def __call__(self, x, positions, cache, attn_mask, rope):
         if self.cfg.remat:
-            return nnx.remat(self.block.__func__)(self, x, positions, cache, attn_mask, rope)
+            # graph_updates=False: with graph updates, remat inside the sampler's while_loop (every rollout)
+            # raised TraceContextError ("Cannot mutate Param from a different trace level")
+            return nnx.remat(self.block.__func__, graph_updates=False)(self, x, positions, cache, attn_mask, rope)
         return self.block(x, positions, cache, attn_mask, rope)
 
 
