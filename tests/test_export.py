@@ -76,6 +76,14 @@ def test_lora_run_exports_merged_weights(tmp_path):
     assert err <= 1e-4
 
 
+def test_bf16_lora_run_exports_merged_weights(tmp_path):
+    """Adapters of a model.param_dtype=bfloat16 run are bf16, which numpy's einsum refused when merging."""
+    overrides = ["model=tiny", "trainer.lora.rank=4", "model.dtype=bfloat16", "model.param_dtype=bfloat16"]
+    actor = make_run(tmp_path / "run", None, overrides, step=2, lora=True)
+    err = _check_round_trip(tmp_path / "run", actor, tmp_path / "hf", vocab=17)
+    assert err <= 0.05  # bf16 weights and rlexp's bf16 compute against transformers' float32 compute
+
+
 @pytest.mark.slow
 def test_gpt_oss_and_gemma4_runs_export(tmp_path):
     from rlexp.models.families import model_config_from_hf

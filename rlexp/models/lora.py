@@ -130,7 +130,8 @@ def merged_state(model: Any, alpha: float, rank: int) -> dict[str, np.ndarray]:
     out = {k: v for k, v in flat.items() if not k.endswith(("_lora_a", "_lora_b"))}
     for key in [k for k in flat if k.endswith("_lora_a")]:
         base = key[: -len("_lora_a")]
-        a, b = flat[key], flat[base + "_lora_b"]
+        # in float32: numpy's einsum has no bfloat16 (adapters of a model.param_dtype=bfloat16 run are bf16)
+        a, b = flat[key].astype(np.float32), flat[base + "_lora_b"].astype(np.float32)
         weight_key = base if base in out else f"{base}.value"
         w = out[weight_key]
         a_sub, b_sub, w_sub = einsums.get(base, (None, None, None))
