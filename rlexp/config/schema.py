@@ -257,6 +257,19 @@ class CostConfig:
 
 
 @dataclass
+class ProfileConfig:
+    """A JAX profiler trace (xplane) of a few training steps, for XProf or TensorBoard's profile tab.
+
+    Tunix's trainer takes it (its ProfilerOptions), on process 0 only. MaxText's `profiler=xplane profiler_steps=N
+    skip_first_n_steps_for_profiler=K` is `profile.steps=N profile.skip_steps=K`.
+    """
+
+    steps: int = 0  # optimizer steps to trace, each with the rollout before it; 0: no trace
+    skip_steps: int = 1  # steps trained before the trace starts (the first one compiles its programs)
+    dir: str | None = None  # where the trace goes (local path or gs://); null: <run dir>/profile
+
+
+@dataclass
 class RlexpConfig:
     model: ModelConfig = MISSING
     dataset: DatasetConfig = MISSING
@@ -274,6 +287,7 @@ class RlexpConfig:
     compile_cache: CompileCacheConfig = field(default_factory=CompileCacheConfig)
     validate: ValidateConfig = field(default_factory=ValidateConfig)
     cost: CostConfig = field(default_factory=CostConfig)
+    profile: ProfileConfig = field(default_factory=ProfileConfig)
 
 
 GROUP_SCHEMAS: dict[str, type] = {

@@ -133,6 +133,7 @@ def validate(cfg: RlexpConfig) -> None:
     if t.eval_prompts > cfg.dataset.eval_size > 0:
         raise ConfigError("trainer.eval_prompts", t.eval_prompts, f"the eval split has {cfg.dataset.eval_size} rows")
     _check_reward(cfg)
+    _check_profile(cfg)
     _choice("logger.name", cfg.logger.name, ("none", "wandb", "tensorboard"))
     check_fits(cfg)  # chips of known memory only (TPU/GPU slices); the message carries the numbers
 
@@ -169,6 +170,20 @@ def _check_rollout(cfg: RlexpConfig) -> None:
     for key, size in (("data_parallel", dp), ("tensor_parallel", tp)):
         if size > 0 and n % size:
             raise ConfigError(f"trainer.rollout.{key}", size, f"must divide the {n} rollout devices")
+
+
+def _check_profile(cfg: RlexpConfig) -> None:
+    """profile: a trace that starts within the run (Tunix's profiler raises only once the trainer is built)."""
+    p = cfg.profile
+    _positive("profile.steps", p.steps, allow_zero=True)
+    _positive("profile.skip_steps", p.skip_steps, allow_zero=True)
+    if p.steps and p.skip_steps >= cfg.trainer.max_steps:
+        raise ConfigError(
+            "profile.skip_steps",
+            p.skip_steps,
+            f"the trace would start after the run's last step (trainer.max_steps={cfg.trainer.max_steps}); "
+            "lower it, or set profile.steps=0",
+        )
 
 
 def check_steps(cfg: RlexpConfig, train_rows: int) -> None:

@@ -56,6 +56,7 @@ class TrainingSession:
         self.evals: dict[str, dict[str, float]] = {}
         self.last_step_end = time.perf_counter()
         self._bar: Any = None
+        self.profile: str | None = None  # the trace's folder (profile.steps), once the trainer has its profiler
         # Every process trains (collectives); only process 0 writes the run files and the tracker.
         self.primary = jax.process_index() == 0
 
@@ -212,6 +213,7 @@ class TrainingSession:
         from rlexp.tracking import NoTracker
         from rlexp.train.cluster import build_cluster, build_learner, prompt_width
         from rlexp.train.hooks import GracefulStop, StepHooks, StopTraining
+        from rlexp.train.profile import install_profiler, stop_open_trace
 
         started = time.perf_counter()
         t = self.conf.trainer
@@ -247,6 +249,7 @@ class TrainingSession:
             )
         learner = build_learner(self.conf, self.cluster, self.rewards.fns, [self.metric_fn])
         self.cluster.actor_trainer.with_training_hooks(StepHooks(self))
+        self.profile = install_profiler(self.cluster.actor_trainer, self.conf, self.run_dir)  # profile.steps
         self.start_step = start_step = self.cluster.actor_trainer.train_steps  # > 0 after a restore
         if self.primary:
             # steps after the checkpoint are redone: drop what an interrupted run wrote of them. Without a
@@ -275,6 +278,8 @@ class TrainingSession:
                     learner.train(batches(self.train_rows, t.batch_size, t.epochs, self.conf.seed))
             except StopTraining as stop:
                 status, stop_cause = ("failed" if stop.cause else "interrupted"), stop.cause
+            finally:
+                stop_open_trace()  # profile.steps: a run that stopped inside the traced steps keeps its trace
         steps = self.cluster.actor_trainer.train_steps
         if status == "completed" and steps > self.start_step:
             self.collector.add(steps, {"perf/step_time_sec": time.perf_counter() - self.last_step_end})
@@ -324,6 +329,7 @@ class TrainingSession:
                 "skipped": self.data_skipped,
             },
             "cost": summary_cost(self.conf, wall),  # estimate and actual chip-hours side by side
+            "profile": self.profile,  # profile.steps: the trace's folder, when one is taken
             "versions": rundir.versions(),
             "overrides": overrides,
         }
@@ -347,4 +353,6 @@ class TrainingSession:
         obj = s["objective"]
         if obj["value"] is not None:
             lines.append(f"  objective {obj['name']} = {obj['value']:.4f}")
+        if s.get("profile"):
+            lines.append(f"  profile   {s['profile']}  (XProf: xprof --logdir={s['profile']})")
         print("\n".join(lines), file=sys.stderr)

@@ -1,0 +1,72 @@
+"""`profile.steps=N`: a JAX profiler trace of N training steps, through Tunix's own trainer profiler.
+
+Tunix's `PeftTrainer` starts `jax.profiler` once `skip_steps` updates are done and stops it after N more, so
+the trace holds N updates, each with the rollout before it, on process 0 only. Its profiler counts micro-batch
+iterations, not steps (scaled here under gradient accumulation), from the step the trainer restored. It is
+built in the trainer's constructor, where a resumed run with fewer steps left than `skip_steps` would make it
+raise; rlexp therefore gives the trainer its profiler once the restored step is known (`install_profiler`).
+The trace (`plugins/profile/<time>/<host>.xplane.pb`, with a `.trace.json.gz`) opens in XProf or
+TensorBoard's profile tab.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from rlexp import storage
+from rlexp.config.schema import RlexpConfig
+
+
+def profile_dir(conf: RlexpConfig, run_dir: str) -> str | None:
+    """Where the trace goes; None when `profile.steps` is 0."""
+    if not conf.profile.steps:
+        return None
+    return conf.profile.dir or storage.join(run_dir, "profile")
+
+
+def _iterations_per_step(conf: RlexpConfig) -> int:
+    t = conf.trainer
+    return t.batch_size // t.micro_batch_size if t.micro_batch_size else 1
+
+
+def install_profiler(trainer: Any, conf: RlexpConfig, run_dir: str) -> str | None:
+    """Give Tunix's actor trainer (built, checkpoint restored) the profiler `profile` asks for; the trace's
+    folder, or None when no trace will be taken."""
+    import jax
+
+    log_dir = profile_dir(conf, run_dir)
+    if log_dir is None or jax.process_index() != 0:  # Tunix traces on process 0 only
+        return None
+    left = conf.trainer.max_steps - trainer.train_steps
+    if conf.profile.skip_steps >= left:
+        print(
+            f"rlexp: profile.skip_steps={conf.profile.skip_steps}: {left} steps left after resuming at step "
+            f"{trainer.train_steps}; no trace taken",
+            file=sys.stderr,
+        )
+        return None
+    from tunix.sft.profiler import Profiler, ProfilerOptions
+
+    per_step = _iterations_per_step(conf)
+    options = ProfilerOptions(
+        log_dir=log_dir,
+        skip_first_n_steps=conf.profile.skip_steps * per_step,
+        profiler_steps=conf.profile.steps * per_step,
+    )
+    # Tunix 0.1.7 keeps the profiler and the iteration count in these two attributes (PeftTrainer.__init__)
+    trainer._prof = Profiler(trainer._iter_steps, conf.trainer.max_steps * per_step, options)
+    return log_dir
+
+
+def stop_open_trace() -> bool:
+    """Stop a trace Tunix started but did not stop (training ended early: a signal, a reward error budget), so
+    its file is written; True if one was open."""
+    import jax
+    from tunix.sft.profiler import Profiler
+
+    if not Profiler._is_active:
+        return False
+    jax.profiler.stop_trace()
+    Profiler._is_active = False
+    return True
