@@ -104,6 +104,11 @@ def _narrow(*arrays: jax.Array) -> bool:
     return all(a.dtype in _NARROW_FLOATS for a in arrays) and len({a.dtype for a in arrays}) == 1
 
 
+def _on_cpu_bf16_gemm(*operands: jax.Array) -> bool:
+    """Whether a dot of these operands goes through `matmul_f32_accumulate`: one 16-bit dtype, on CPU."""
+    return _narrow(*operands) and _on_cpu()
+
+
 def _contract(a: jax.Array, b: jax.Array, a_dim: int, b_dim: int) -> jax.Array:
     """a . b over one dimension of each 2-D operand, accumulated and returned in float32."""
     return lax.dot_general(a, b, (((a_dim,), (b_dim,)), ((), ())), preferred_element_type=jnp.float32)
@@ -147,14 +152,14 @@ def _mixed_dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_el
     """nnx.Linear's dot: [..., K] x [K, N] through `matmul_f32_accumulate` on CPU with 16-bit operands."""
     (lc, rc), batch = dimension_numbers
     simple = tuple(lc) == (lhs.ndim - 1,) and tuple(rc) == (0,) and rhs.ndim == 2 and batch == ((), ())
-    if not simple or preferred_element_type is not None or not _narrow(lhs, rhs) or not _on_cpu():
+    if not simple or preferred_element_type is not None or not _on_cpu_bf16_gemm(lhs, rhs):
         return lax.dot_general(lhs, rhs, dimension_numbers, precision, preferred_element_type, **kwargs)
     out = matmul_f32_accumulate(lhs.reshape(-1, lhs.shape[-1]), rhs)
     return out.reshape(*lhs.shape[:-1], rhs.shape[1])
 
 
-def _has_adapters(module: nnx.Module) -> bool:
-    return getattr(module, "rlexp_adapted", False)
+def _keeps_plain_dots(module: nnx.Module) -> bool:
+    return getattr(module, "rlexp_plain_dots", False)
 
 
 def keep_plain_dots(model: nnx.Module) -> None:
@@ -165,7 +170,7 @@ def keep_plain_dots(model: nnx.Module) -> None:
         if isinstance(node, nnx.Linear) and node.dot_general is _mixed_dot_general:
             node.dot_general = lax.dot_general
         elif isinstance(node, (qwen3_lib.Einsum, llama3_lib.Einsum, qwen3_lib.Embedder, llama3_lib.Embedder)):
-            node.rlexp_adapted = True
+            node.rlexp_plain_dots = True
 
 
 def _in_dtype(out: jax.Array, dtype) -> jax.Array:
@@ -216,7 +221,7 @@ def _rows_times_weight(x: jax.Array, w: jax.Array, spec: str, bf16_gemm: bool = 
     leading ones and 16-bit on CPU."""
     (x_spec, w_spec), out_spec = spec.split("->")[0].split(","), spec.split("->")[1]
     k = len(x_spec) - 1
-    if bf16_gemm and x_spec[1:] == w_spec[:k] and out_spec == x_spec[0] + w_spec[k:] and _narrow(x, w) and _on_cpu():
+    if bf16_gemm and x_spec[1:] == w_spec[:k] and out_spec == x_spec[0] + w_spec[k:] and _on_cpu_bf16_gemm(x, w):
         rows = matmul_f32_accumulate(x.reshape(x.shape[0], -1), w.reshape(int(np.prod(w.shape[:k])), -1))
         return rows.reshape(x.shape[0], *w.shape[k:])
     return jnp.einsum(spec, x, w)
@@ -247,7 +252,7 @@ def _einsum_on_token_rows(original):
         dtype = getattr(self, "dtype", None)  # qwen3 computes in its config dtype, llama3 in the inputs'
         if dtype is not None:
             x, w = jnp.astype(x, dtype), jnp.astype(w, dtype)
-        out = _rows_times_weight(x.reshape(-1, *x.shape[lead:]), w, spec, not _has_adapters(self))
+        out = _rows_times_weight(x.reshape(-1, *x.shape[lead:]), w, spec, not _keeps_plain_dots(self))
         return out.reshape(*x.shape[:lead], *out.shape[1:])
 
     def __call__(self, x):  # noqa: N807
@@ -265,7 +270,7 @@ def _decode_with_mixed_dot(original):
         dtype = getattr(self, "dtype", None)  # qwen3 computes in its config dtype, llama3 in the weights'
         if dtype is not None:
             x, w = jnp.astype(x, dtype), jnp.astype(w, dtype)
-        if not _narrow(x, w) or not _on_cpu() or _has_adapters(self):
+        if not _on_cpu_bf16_gemm(x, w) or _keeps_plain_dots(self):
             return original(self, x_in)
         out = matmul_f32_accumulate(x.reshape(-1, x.shape[-1]), w, True)
         return out.reshape(*x.shape[:-1], w.shape[0])

@@ -30,7 +30,7 @@ COMMAND = [
 # sampled; completions that ran past four are cut, which moves rewards, lengths and the losses from step 1).
 PINNED = {
     0: {"eval/greedy_accuracy": 0.4375, "eval/pass_at_1": 0.28125},
-    1: {
+    1: {  # loss and kl ~0 by construction (policy = reference, advantages sum to 0 per group); tolerance-wide
         "loss": 4.2095780194983945e-09,
         "kl": 5.288231719191572e-08,
         "grad_norm": 2.036097288131714,
