@@ -4,9 +4,6 @@ import sys
 
 
 def entry() -> None:
-    from rlexp.compat.malloc import reuse_freed_memory
-
-    reuse_freed_memory()  # before JAX starts its threads: XLA:CPU's buffers reused, not page-faulted in each step
     args = sys.argv[1:]
     from rlexp import cli
 

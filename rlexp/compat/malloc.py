@@ -12,8 +12,11 @@ zeroes it (`clear_page_erms` was 10 % of the process's CPU under perf; 3.1-4.0 m
   a freed block stays in the heap and the next execution reuses it, already faulted in.
 
 Same peak RSS (the buffers are live at the peak either way); 0.6 million faults and 4-5 s of system time in
-the same run. Only the `python -m rlexp` process sets this (`rlexp/__main__.py`), on glibc; elsewhere (macOS,
-musl) nothing changes. `RLEXP_MALLOC=default` leaves glibc's defaults.
+the same run. For small models it costs: the embedded default's buffers are a few MB, which glibc reuses anyway,
+and with one arena its cold run took 27-30 s instead of 25 s (steps 38-41 vs 30-33 ms; threads contend for the
+one heap). So a training process on a CPU slice sets this (`rlexp.train.run.setup_jax`) only when its estimated
+activations (`rlexp.config.memory`) reach `LARGE_BUFFER`, the size above which a thread's arena maps each block
+afresh; on glibc only (elsewhere nothing changes). `RLEXP_MALLOC=default` leaves glibc's defaults.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ M_TRIM_THRESHOLD = -1
 M_MMAP_MAX = -4
 M_ARENA_MAX = -8
 TRIM_THRESHOLD = 2**31 - 1  # mallopt takes an int
+LARGE_BUFFER = 64 << 20  # glibc's HEAP_MAX_SIZE on 64-bit: a thread arena's heap never serves a larger block
 
 
 def _glibc() -> ctypes.CDLL | None:

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, NoReturn
 
 from omegaconf import DictConfig
 
+from rlexp.compat.malloc import LARGE_BUFFER, reuse_freed_memory
+from rlexp.config.memory import estimate_memory
 from rlexp.config.schema import RlexpConfig
 from rlexp.errors import ConfigError, RunError, print_error
 from rlexp.train import distributed, heap, rundir
@@ -73,6 +75,8 @@ def setup_jax(conf: RlexpConfig) -> None:
     local_devices = conf.slice.devices // processes  # cpu-2x1: one CPU device in each of 2 processes
     if conf.slice.kind == "cpu" and local_devices > 1:
         add_xla_flag("--xla_force_host_platform_device_count", local_devices)
+    if conf.slice.kind == "cpu" and estimate_memory(conf)["activations"] >= LARGE_BUFFER:
+        reuse_freed_memory()  # before XLA:CPU starts its threads (rlexp.compat.malloc)
     import jax
 
     if processes > 1 and not jax.distributed.is_initialized():

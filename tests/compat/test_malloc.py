@@ -1,5 +1,6 @@
-"""rlexp.compat.malloc: with `python -m rlexp`'s malloc settings a large block freed by a worker thread is reused
-by the next allocation, already faulted in, as XLA:CPU's per-execution buffers are (glibc only)."""
+"""rlexp.compat.malloc: a training process whose activations are large sets glibc up so that a large block freed
+by a worker thread is reused by the next allocation, already faulted in, as XLA:CPU's per-execution buffers
+are; a small one keeps glibc's defaults (glibc only)."""
 
 from __future__ import annotations
 
@@ -37,7 +38,25 @@ for _ in range(2):
     t.join()
 print(json.dumps(faults))
 """
-ENTRY = "sys.argv = ['rlexp', '--help']\nfrom rlexp.__main__ import entry\nentry()"
+# What a training process does first: rlexp.train.run.setup_jax, on the compute workload of benchmarks/README.md
+# (180 MB of activations) or the embedded default's (8 MB).
+SETUP = """
+from tests.helpers import compose_conf
+from rlexp.train.run import setup_jax
+setup_jax(compose_conf(["compile_cache.enabled=false", {overrides}]))
+"""
+COMPUTE = [
+    "model.num_layers=6",
+    "model.embed_dim=512",
+    "model.hidden_dim=1664",
+    "model.num_heads=8",
+    "model.num_kv_heads=4",
+    "model.head_dim=64",
+    "model.max_context=128",
+    "model.dtype=bfloat16",
+    "trainer.batch_size=4",
+    "trainer.max_completion_tokens=64",
+]
 
 
 def _faults(setup: str, **env: str) -> list[int]:
@@ -49,15 +68,26 @@ def _faults(setup: str, **env: str) -> list[int]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def test_the_cli_entry_makes_a_freed_block_reusable_without_faults() -> None:
-    pages = (256 << 20) // 4096
-    first, second = _faults(ENTRY)
-    assert first >= pages // 2  # the first round faults the block in
-    assert second < pages // 50, (first, second)  # the second reuses it
+PAGES = (256 << 20) // 4096
 
 
-def test_glibc_defaults_fault_the_block_in_every_time() -> None:
-    """The control: without the settings (`RLEXP_MALLOC=default`) the block is mmapped afresh each round."""
-    pages = (256 << 20) // 4096
-    first, second = _faults(ENTRY, RLEXP_MALLOC="default")
-    assert first >= pages // 2 and second >= pages // 2, (first, second)
+def _setup(overrides: list[str]) -> str:
+    return SETUP.format(overrides=", ".join(repr(o) for o in overrides))
+
+
+def test_a_large_model_on_cpu_reuses_a_freed_block_without_faults() -> None:
+    first, second = _faults(_setup(COMPUTE))
+    assert first >= PAGES // 2  # the first round faults the block in
+    assert second < PAGES // 50, (first, second)  # the second reuses it
+
+
+@pytest.mark.parametrize(
+    ("overrides", "env"),
+    [([], {}), (COMPUTE, {"RLEXP_MALLOC": "default"})],
+    ids=["small_model", "opted_out"],
+)
+def test_otherwise_glibc_faults_the_block_in_every_time(overrides: list[str], env: dict[str, str]) -> None:
+    """glibc's defaults: the block is mapped afresh each round (the embedded default's buffers are small enough
+    for glibc to reuse, and one shared arena slowed its cold run)."""
+    first, second = _faults(_setup(overrides), **env)
+    assert first >= PAGES // 2 and second >= PAGES // 2, (first, second)
