@@ -265,7 +265,8 @@ class ProfileConfig:
     """
 
     steps: int = 0  # optimizer steps to trace, each with the rollout before it; 0: no trace
-    skip_steps: int = 1  # steps trained before the trace starts (the first one compiles its programs)
+    # steps trained before the trace starts, counted from where the run starts or resumes (its first step compiles)
+    skip_steps: int = 1
     dir: str | None = None  # where the trace goes (local path or gs://); null: <run dir>/profile
 
 

@@ -329,7 +329,8 @@ class TrainingSession:
                 "skipped": self.data_skipped,
             },
             "cost": summary_cost(self.conf, wall),  # estimate and actual chip-hours side by side
-            "profile": self.profile,  # profile.steps: the trace's folder, when one is taken
+            # profile.steps: the trace's folder, once a trace was written (a run stopped before the window has none)
+            "profile": self.profile if self.profile and storage.exists(self.profile) else None,
             "versions": rundir.versions(),
             "overrides": overrides,
         }

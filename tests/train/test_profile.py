@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -48,6 +49,34 @@ def test_profile_steps_traces_that_many_steps_into_the_run_dir(tmp_path: Path) -
     # the rest of the run is as without a trace
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert sum("loss" in r for r in rows) == 8
+
+
+def test_a_run_stopped_before_its_window_claims_no_trace_and_resumes_past_it(tmp_path: Path) -> None:
+    """SIGTERM before the traced steps: no trace, and summary.json says none. The resumed run has fewer steps left
+    than skip_steps (counted from the resume, whose first step compiles again): it says so and trains to the end."""
+    run_dir = tmp_path / "run"
+    args = ["trainer.max_steps=100", "trainer.eval_every=50", "trainer.checkpoint_every=50", "trainer.eval_prompts=16"]
+    args += ["logger=none", "profile.steps=2", "profile.skip_steps=95", f"hydra.run.dir={run_dir}"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rlexp", *args], cwd=REPO, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
+    )
+    for line in proc.stderr:  # off a terminal, progress is a line per 10 % of the run
+        if line.startswith("rlexp: step 10/100"):
+            proc.send_signal(signal.SIGTERM)
+            break
+    rest = proc.stderr.read()
+    assert proc.wait(timeout=300) == 1, rest[-2000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["profile"] is None
+    assert not (run_dir / "profile").exists() and "profile   " not in rest
+    stopped = summary["train"]["steps"]
+    resumed = _rlexp(*args, cwd=REPO)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"profile.skip_steps=95: {100 - stopped} steps left after resuming at step {stopped}; no trace taken" in (
+        resumed.stderr
+    )
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["train"]["steps"] == 100 and summary["profile"] is None
 
 
 def test_no_profile_by_default(tmp_path: Path) -> None:
