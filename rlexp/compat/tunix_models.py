@@ -243,7 +243,7 @@ def token_rows_spec(einsum_str: str) -> tuple[int, str] | None:
 
 
 def _einsum_on_token_rows(original):
-    def projection(self, x):
+    def __call__(self, x):  # noqa: N807
         rows = token_rows_spec(self.einsum_str)
         if rows is None or x.ndim != len(self.einsum_str.split(",")[0]) or not _on_cpu():
             return original(self, x)
@@ -254,9 +254,6 @@ def _einsum_on_token_rows(original):
             x, w = jnp.astype(x, dtype), jnp.astype(w, dtype)
         out = _rows_times_weight(x.reshape(-1, *x.shape[lead:]), w, spec, not _keeps_plain_dots(self))
         return out.reshape(*x.shape[:lead], *out.shape[1:])
-
-    def __call__(self, x):  # noqa: N807
-        return _in_dtype(projection(self, x), getattr(self, "dtype", None))
 
     __call__.rlexp_patched, __call__.__wrapped__ = True, original
     return __call__
@@ -283,7 +280,7 @@ def patch_text_models() -> None:
     """Install the patches in Tunix's qwen3 and llama3 modules (idempotent)."""
     for lib in (qwen3_lib, llama3_lib):
         if not getattr(lib.Einsum.__call__, "rlexp_patched", False):
-            lib.Einsum.__call__ = _einsum_on_token_rows(lib.Einsum.__call__)
+            lib.Einsum.__call__ = _einsum_in_dtype(_einsum_on_token_rows(lib.Einsum.__call__))
         if not getattr(lib.MLP.block, "rlexp_patched", False):
             lib.MLP.block = _on_token_rows(_mlp_in_input_dtype(lib.MLP.block))
         if not getattr(lib.Embedder.decode, "rlexp_patched", False):  # the tied LM head

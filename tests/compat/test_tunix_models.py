@@ -3,6 +3,8 @@ with a bf16 compute dtype every projection dot takes bf16 operands to an f32 res
 
 from __future__ import annotations
 
+import inspect
+
 import jax
 import jax.extend
 import jax.numpy as jnp
@@ -72,9 +74,9 @@ def test_projections_on_token_rows_match_tunix(monkeypatch: pytest.MonkeyPatch) 
 
     patched_loss, patched_grads = nnx.value_and_grad(_loss)(model, tokens)
     patched_3d = _dots_on_3d_activations(model, tokens)
-    monkeypatch.setattr(qwen3_lib.Einsum, "__call__", qwen3_lib.Einsum.__call__.__wrapped__)
-    monkeypatch.setattr(qwen3_lib.MLP, "block", qwen3_lib.MLP.block.__wrapped__)
-    monkeypatch.setattr(qwen3_lib.Embedder, "decode", qwen3_lib.Embedder.decode.__wrapped__)
+    monkeypatch.setattr(qwen3_lib.Einsum, "__call__", inspect.unwrap(qwen3_lib.Einsum.__call__))
+    monkeypatch.setattr(qwen3_lib.MLP, "block", inspect.unwrap(qwen3_lib.MLP.block))
+    monkeypatch.setattr(qwen3_lib.Embedder, "decode", inspect.unwrap(qwen3_lib.Embedder.decode))
     tunix_loss, tunix_grads = nnx.value_and_grad(_loss)(model, tokens)
     tunix_3d = _dots_on_3d_activations(model, tokens)
 
@@ -141,9 +143,9 @@ def test_bfloat16_projections_take_the_bf16_gemm_and_match_tunix(monkeypatch: py
 
     patched_loss, patched_grads = nnx.value_and_grad(_loss)(model, tokens)
     patched_kinds = kinds_in_grad()
-    monkeypatch.setattr(qwen3_lib.Einsum, "__call__", qwen3_lib.Einsum.__call__.__wrapped__)
-    monkeypatch.setattr(qwen3_lib.MLP, "block", qwen3_lib.MLP.block.__wrapped__)
-    monkeypatch.setattr(qwen3_lib.Embedder, "decode", qwen3_lib.Embedder.decode.__wrapped__.__wrapped__)
+    monkeypatch.setattr(qwen3_lib.Einsum, "__call__", inspect.unwrap(qwen3_lib.Einsum.__call__))
+    monkeypatch.setattr(qwen3_lib.MLP, "block", inspect.unwrap(qwen3_lib.MLP.block))
+    monkeypatch.setattr(qwen3_lib.Embedder, "decode", inspect.unwrap(qwen3_lib.Embedder.decode))
     for layer in model.layers:
         for linear in (layer.mlp.gate_proj, layer.mlp.up_proj, layer.mlp.down_proj):
             monkeypatch.setattr(linear, "dot_general", jax.lax.dot_general)
