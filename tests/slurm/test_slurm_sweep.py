@@ -257,7 +257,11 @@ def test_a_bad_override_fails_inside_its_job(local_slurm: str, tmp_path: Path) -
 def test_a_resume_waits_for_a_job_still_queued_and_cancel_ends_it(local_slurm: str, tmp_path: Path) -> None:
     """The submitting process dies; its Slurm job goes on. A resume waits for that job instead of submitting it
     again, and `rlexp.jobs cancel` ends it: the resumed sweep reports it cancelled."""
-    args = [sys.executable, "-m", "rlexp", "-m", "hydra/launcher=slurm", "slice=cpu-2x1", "seed=0", *SMALL,
+    # 300 steps, not SMALL's 4: the job must still be training when it is cancelled (with 4 it had once finished
+    # and was COMPLETING, so the resumed sweep rightly reported it completed)
+    long = [o for o in SMALL if not o.startswith(("trainer.max_steps", "trainer.eval_every", "trainer.checkpoint"))]
+    long += ["trainer.max_steps=300", "trainer.eval_every=300", "trainer.checkpoint_every=300"]
+    args = [sys.executable, "-m", "rlexp", "-m", "hydra/launcher=slurm", "slice=cpu-2x1", "seed=0", *long,
             f"hydra.sweep.dir={tmp_path / 'sweep'}"]  # fmt: skip
     first = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
