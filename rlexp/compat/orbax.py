@@ -8,17 +8,26 @@ raises that error, closes the loop and drops the other reads. Their leftovers th
 - each TensorStore read that completes afterwards, whose callback (on a TensorStore thread) calls
   `loop.call_soon_threadsafe` on the closed loop ("RuntimeError: Event loop is closed");
 and asyncio logs each other failed read's task or future ("Task/Future exception was never retrieved", the same
-spec); a future's report names no orbax file, only its exception's traceback does.
+spec). A future's report names no orbax file. Its exception's traceback does when orbax raised it; when
+TensorStore set it from its own thread (the read failed after orbax stopped waiting) it has no traceback, and
+only its message tells: an absl status code, "OUT_OF_RANGE: Error reading ... in OCDBT database ...".
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import traceback
 from typing import Any
 
 _installed = False
+# absl's canonical status codes, which TensorStore puts first in every error it raises into Python
+_TENSORSTORE_STATUS = re.compile(
+    r"(CANCELLED|UNKNOWN|INVALID_ARGUMENT|DEADLINE_EXCEEDED|NOT_FOUND|ALREADY_EXISTS|PERMISSION_DENIED"
+    r"|RESOURCE_EXHAUSTED|FAILED_PRECONDITION|ABORTED|OUT_OF_RANGE|UNIMPLEMENTED|INTERNAL|UNAVAILABLE"
+    r"|DATA_LOSS|UNAUTHENTICATED): "
+)
 
 
 def _leftover(unraisable: Any) -> bool:
@@ -47,7 +56,11 @@ def _keep_unless_orbax_task(record: logging.LogRecord) -> bool:
     if not text.startswith(("Task exception was never retrieved", "Future exception was never retrieved")):
         return True
     exc = record.exc_info[1] if record.exc_info else None
-    return not ("/orbax/" in text or _raised_in_orbax(exc))
+    return not ("/orbax/" in text or _raised_in_orbax(exc) or _set_by_tensorstore(exc))
+
+
+def _set_by_tensorstore(exc: BaseException | None) -> bool:
+    return exc is not None and exc.__traceback__ is None and bool(_TENSORSTORE_STATUS.match(str(exc)))
 
 
 def drop_failed_read_leftovers() -> None:

@@ -78,3 +78,32 @@ def test_leftovers_are_dropped_and_other_reports_pass(monkeypatch: pytest.Monkey
         mine = err
     record = asyncio_logger.makeRecord("asyncio", logging.ERROR, __file__, 1, future, (), (Exception, mine, None))
     assert asyncio_logger.filter(record)
+
+
+def test_a_read_failed_after_orbax_stopped_waiting_is_dropped(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """TensorStore sets the error on asyncio's future from its own thread: no traceback, only the status text."""
+    asyncio_logger = logging.getLogger("asyncio")
+    monkeypatch.setattr(orbax, "_installed", False)
+    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)
+    monkeypatch.setattr(asyncio_logger, "filters", list(asyncio_logger.filters))
+    handler = logging.StreamHandler(sys.stderr)
+    asyncio_logger.addHandler(handler)
+    try:
+        orbax.drop_failed_read_leftovers()
+        for message in (
+            'OUT_OF_RANGE: Error reading "layers.1.attn.o_proj.w.value/0.0.0" in OCDBT database at local file',
+            "the reward server went away",  # the user's own future: reported as before
+        ):
+            loop = asyncio.new_event_loop()
+            future = loop.create_future()
+            future.set_exception(ValueError(message))
+            del future  # never retrieved: asyncio reports it when the future is collected
+            loop.close()
+    finally:
+        asyncio_logger.removeHandler(handler)
+    err = capsys.readouterr().err
+    assert "OUT_OF_RANGE" not in err
+    assert err.count("Future exception was never retrieved") == 1
+    assert "the reward server went away" in err
