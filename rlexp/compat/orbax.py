@@ -7,10 +7,10 @@ raises that error, closes the loop and drops the other reads. Their leftovers th
   lines long);
 - each TensorStore read that completes afterwards, whose callback (on a TensorStore thread) calls
   `loop.call_soon_threadsafe` on the closed loop ("RuntimeError: Event loop is closed");
-and asyncio logs each other failed read's task or future ("Task/Future exception was never retrieved", the same
-spec). A future's report names no orbax file. Its exception's traceback does when orbax raised it; when
-TensorStore set it from its own thread (the read failed after orbax stopped waiting) it has no traceback, and
-only its message tells: an absl status code, "OUT_OF_RANGE: Error reading ... in OCDBT database ...".
+and asyncio logs each other failed read's task, future or gather ("Task / Future / _GatheringFuture exception was
+never retrieved", the same spec). Such a report names no orbax file. Its exception's traceback does when orbax
+raised it; when TensorStore set it from its own thread (the read failed after orbax stopped waiting) it has no
+traceback, and only its message tells: an absl status code, "OUT_OF_RANGE: Error reading ... in OCDBT database".
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ import traceback
 from typing import Any
 
 _installed = False
+# asyncio's report of a task, future or gather it dropped: "<its class name> exception was never retrieved"
+_NEVER_RETRIEVED = re.compile(r"\w+ exception was never retrieved")
 # absl's canonical status codes, which TensorStore puts first in every error it raises into Python
 _TENSORSTORE_STATUS = re.compile(
     r"(CANCELLED|UNKNOWN|INVALID_ARGUMENT|DEADLINE_EXCEEDED|NOT_FOUND|ALREADY_EXISTS|PERMISSION_DENIED"
@@ -53,7 +55,7 @@ def _raised_in_orbax(exc: BaseException | None) -> bool:
 
 def _keep_unless_orbax_task(record: logging.LogRecord) -> bool:
     text = record.getMessage()
-    if not text.startswith(("Task exception was never retrieved", "Future exception was never retrieved")):
+    if not _NEVER_RETRIEVED.match(text):
         return True
     exc = record.exc_info[1] if record.exc_info else None
     return not ("/orbax/" in text or _raised_in_orbax(exc) or _set_by_tensorstore(exc))
