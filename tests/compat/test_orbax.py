@@ -7,6 +7,7 @@ import gc
 import logging
 import sys
 import types
+from collections.abc import Iterator
 
 import pytest
 
@@ -81,66 +82,59 @@ def test_leftovers_are_dropped_and_other_reports_pass(monkeypatch: pytest.Monkey
     assert asyncio_logger.filter(record)
 
 
-def test_a_read_failed_after_orbax_stopped_waiting_is_dropped(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """TensorStore sets the error on asyncio's future from its own thread: no traceback, only the status text."""
+@pytest.fixture
+def asyncio_reports(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Iterator[None]:
+    """The filter installed afresh (undone after the test), and asyncio's log records printed to the stderr that
+    capsys reads (the handler binds sys.stderr as it is when created, so after capsys has replaced it)."""
     asyncio_logger = logging.getLogger("asyncio")
     monkeypatch.setattr(orbax, "_installed", False)
     monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)
     monkeypatch.setattr(asyncio_logger, "filters", list(asyncio_logger.filters))
     handler = logging.StreamHandler(sys.stderr)
     asyncio_logger.addHandler(handler)
-    try:
-        orbax.drop_failed_read_leftovers()
-        for message in (
-            'OUT_OF_RANGE: Error reading "layers.1.attn.o_proj.w.value/0.0.0" in OCDBT database at local file',
-            "the reward server went away",  # the user's own future: reported as before
-        ):
-            loop = asyncio.new_event_loop()
-            future = loop.create_future()
-            future.set_exception(ValueError(message))
-            del future  # never retrieved: asyncio reports it when the future is collected
-            loop.close()
-    finally:
-        asyncio_logger.removeHandler(handler)
+    orbax.drop_failed_read_leftovers()
+    yield
+    asyncio_logger.removeHandler(handler)
+
+
+@pytest.mark.usefixtures("asyncio_reports")
+def test_a_read_failed_after_orbax_stopped_waiting_is_dropped(capsys: pytest.CaptureFixture[str]) -> None:
+    """TensorStore sets the error on asyncio's future from its own thread: no traceback, only the status text."""
+    for message in (
+        'OUT_OF_RANGE: Error reading "layers.1.attn.o_proj.w.value/0.0.0" in OCDBT database at local file',
+        "the reward server went away",  # the user's own future: reported as before
+    ):
+        loop = asyncio.new_event_loop()
+        future = loop.create_future()
+        future.set_exception(ValueError(message))
+        del future  # never retrieved: asyncio reports it when the future is collected
+        loop.close()
     err = capsys.readouterr().err
     assert "OUT_OF_RANGE" not in err
     assert err.count("Future exception was never retrieved") == 1
     assert "the reward server went away" in err
 
 
-def test_a_dropped_gather_of_failed_reads_is_dropped(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+@pytest.mark.usefixtures("asyncio_reports")
+def test_a_dropped_gather_of_failed_reads_is_dropped(capsys: pytest.CaptureFixture[str]) -> None:
     """orbax gathers its reads; the gather's own future is reported as "_GatheringFuture exception ...", with a
     traceback through orbax's code. Seen once in 36 exports of a damaged checkpoint run three at a time."""
-    asyncio_logger = logging.getLogger("asyncio")
-    monkeypatch.setattr(orbax, "_installed", False)
-    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)
-    monkeypatch.setattr(asyncio_logger, "filters", list(asyncio_logger.filters))
-    handler = logging.StreamHandler(sys.stderr)
-    asyncio_logger.addHandler(handler)
     namespace: dict = {}
     exec(
         compile("async def read():\n    raise ValueError('OUT_OF_RANGE')", "/venv/orbax/serialization.py", "exec"),
         namespace,
     )
     exec(compile("async def score():\n    raise ValueError('reward 7 failed')", "/app/reward.py", "exec"), namespace)
-    try:
-        orbax.drop_failed_read_leftovers()
-        for read in (namespace["read"], namespace["score"]):
-            loop = asyncio.new_event_loop()
+    for read in (namespace["read"], namespace["score"]):
+        loop = asyncio.new_event_loop()
 
-            async def drop_a_gather(read=read) -> None:
-                asyncio.gather(read())  # never awaited: its failure is never retrieved
-                await asyncio.sleep(0.01)
+        async def drop_a_gather(read=read) -> None:
+            asyncio.gather(read())  # never awaited: its failure is never retrieved
+            await asyncio.sleep(0.01)
 
-            loop.run_until_complete(drop_a_gather())
-            loop.close()
-            gc.collect()
-    finally:
-        asyncio_logger.removeHandler(handler)
+        loop.run_until_complete(drop_a_gather())
+        loop.close()
+        gc.collect()
     err = capsys.readouterr().err
     assert err.count("_GatheringFuture exception was never retrieved") == 1
     assert "reward 7 failed" in err and "OUT_OF_RANGE" not in err
