@@ -35,10 +35,13 @@ import numpy as np
 log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("decode_attention.cc")
-# cache dtype -> (XLA custom-call target, the handler's symbol in the library)
-_KERNELS = {
-    jnp.dtype(jnp.float32): ("rlexp_decode_attention_f32", "RlexpDecodeAttentionF32"),
-    jnp.dtype(jnp.bfloat16): ("rlexp_decode_attention_bf16", "RlexpDecodeAttentionBF16"),
+_TARGETS = {
+    jnp.dtype(jnp.float32): "rlexp_decode_attention_f32",
+    jnp.dtype(jnp.bfloat16): "rlexp_decode_attention_bf16",
+}
+_SYMBOLS = {
+    "rlexp_decode_attention_f32": "RlexpDecodeAttentionF32",
+    "rlexp_decode_attention_bf16": "RlexpDecodeAttentionBF16",
 }
 
 
@@ -87,7 +90,7 @@ def _registered() -> bool:
         if not path.exists():
             build(path)
         lib = ctypes.cdll.LoadLibrary(str(path))
-        for target, symbol in _KERNELS.values():
+        for target, symbol in _SYMBOLS.items():
             jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(getattr(lib, symbol)), platform="cpu")
     except (OSError, subprocess.SubprocessError, AttributeError) as err:
         detail = getattr(err, "stderr", "") or err
@@ -102,7 +105,7 @@ def applies(cache_dtype) -> bool:
     exactly Tunix's block (in a multi-process run, the processes' collectives must stay the same)."""
     if jax.device_count() != 1 or jax.devices()[0].platform != "cpu":
         return False
-    return jnp.dtype(cache_dtype) in _KERNELS and _registered()
+    return jnp.dtype(cache_dtype) in _TARGETS and _registered()
 
 
 def decode_attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, scale: float) -> jax.Array:
@@ -111,5 +114,5 @@ def decode_attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, 
     For inputs `applies` accepts; it builds and registers the kernel on first use."""
     if not _registered():
         raise RuntimeError("the decode attention kernel is not available here; check `applies` first")
-    call = jax.ffi.ffi_call(_KERNELS[q.dtype][0], jax.ShapeDtypeStruct(q.shape, q.dtype))
+    call = jax.ffi.ffi_call(_TARGETS[q.dtype], jax.ShapeDtypeStruct(q.shape, q.dtype))
     return call(q, k, v, mask.astype(jnp.bool_), scale=np.float32(scale))

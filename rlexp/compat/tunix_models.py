@@ -290,7 +290,7 @@ def _decode_attention_block(original):
 
     def block(self, x, segment_pos, cache, attn_mask, segment_ids=None):
         decoding = cache is not None and x.shape[1] == 1 and attn_mask is not None and attn_mask.ndim == 3
-        if not decoding or not decode_attention.applies(cache["k"].dtype):  # applies: one CPU device
+        if not decoding or not _on_cpu() or not decode_attention.applies(cache["k"].dtype):
             return original(self, x, segment_pos, cache, attn_mask, segment_ids)
         query = qwen3_lib.apply_rope(self.q_norm(self.q_proj(x)), segment_pos, head_dim=self.head_dim)
         key = qwen3_lib.apply_rope(self.k_norm(self.k_proj(x)), segment_pos, head_dim=self.head_dim)
