@@ -99,13 +99,13 @@ def _registered() -> bool:
     return True
 
 
-def applies(cache_dtype) -> bool:
-    """Whether the kernel can take a decoding step over a cache of this dtype: one CPU device, a float32 or
-    bfloat16 cache, kernel built. Checked before the step's projections, so that a step it refuses traces
-    exactly Tunix's block (in a multi-process run, the processes' collectives must stay the same)."""
+def applies(q: jax.Array, k: jax.Array, v: jax.Array) -> bool:
+    """Whether the kernel can take this step: one CPU device, one float32 or bfloat16 dtype, kernel built."""
     if jax.device_count() != 1 or jax.devices()[0].platform != "cpu":
         return False
-    return jnp.dtype(cache_dtype) in _TARGETS and _registered()
+    if not (q.dtype == k.dtype == v.dtype and q.dtype in _TARGETS):
+        return False
+    return _registered()
 
 
 def decode_attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, scale: float) -> jax.Array:

@@ -290,12 +290,12 @@ def _decode_attention_block(original):
 
     def block(self, x, segment_pos, cache, attn_mask, segment_ids=None):
         decoding = cache is not None and x.shape[1] == 1 and attn_mask is not None and attn_mask.ndim == 3
-        if not decoding or not _on_cpu() or not decode_attention.applies(cache["k"].dtype):
+        if not decoding or not _on_cpu():
             return original(self, x, segment_pos, cache, attn_mask, segment_ids)
         query = qwen3_lib.apply_rope(self.q_norm(self.q_proj(x)), segment_pos, head_dim=self.head_dim)
         key = qwen3_lib.apply_rope(self.k_norm(self.k_proj(x)), segment_pos, head_dim=self.head_dim)
         value = self.v_proj(x)
-        if not query.dtype == key.dtype == value.dtype == cache["k"].dtype:  # e.g. an adapter's promotion
+        if not decode_attention.applies(query, key, value) or key.dtype != cache["k"].dtype:
             return original(self, x, segment_pos, cache, attn_mask, segment_ids)
         slot = (0, cache["end_index"][0] % cache["v"].shape[1], 0, 0)
         key = lax.dynamic_update_slice(cache["k"], key, slot)
