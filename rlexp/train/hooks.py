@@ -18,6 +18,7 @@ from tunix.sft.hooks import TrainingHooks
 
 from rlexp.compat.tunix import publish_pending_train_metrics, trains_lora_only
 from rlexp.errors import RlexpError
+from rlexp.train.collectives import settle
 
 # How long a process waits at a step for the others (a slow eval or compile on one of them).
 AGREE_TIMEOUT_MS = 60 * 60 * 1000
@@ -161,6 +162,7 @@ class StepHooks(TrainingHooks):
         # Tunix publishes a step's actor metrics (loss, kl, grad_norm) one update late; publish
         # them now so the last completed step is whole in metrics.jsonl before training stops.
         publish_pending_train_metrics(train_ctx)
+        settle()  # orbax's barriers are collectives; the rollout thread's may still run (rlexp.train.collectives)
         # A stop right after a checkpoint_every step finds that step saved already (orbax refuses twice).
         if step and train_ctx.checkpoint_manager.latest_step() != step:
             train_ctx.checkpoint_manager.save(

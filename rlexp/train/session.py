@@ -30,6 +30,7 @@ from rlexp.rewards.compose import build_rewards
 from rlexp.tracking.process import DEFAULT_FACTORY, TrackerProcess
 from rlexp.train import heap, rundir
 from rlexp.train.checkpoints import restorable
+from rlexp.train.collectives import settle
 from rlexp.train.metrics import MetricsCollector, group_stats, rlexp_metric_key, to_json_line
 
 
@@ -163,6 +164,7 @@ class TrainingSession:
         from rlexp.train.evaluate import evaluate
 
         mesh = self.cluster.cluster_config.role_to_mesh[Role.ACTOR]
+        settle()  # multi-process CPU: nothing dispatched before may still run collectives (rlexp.train.collectives)
         with contextlib.nullcontext() if in_actor_update else mesh:
             result = evaluate(self.cluster, self.eval_rows, self.conf, self.cluster.cluster_config.rollout_config)
         self.collector.add(step, {f"eval/{k}": v for k, v in result.items()})
