@@ -22,6 +22,9 @@
   Linears multiply through `matmul_f32_accumulate`, whose forward and backward dots all take that form and
   round to bf16 after, as XLA's upcast did: the same values up to float summation order. A model given LoRA
   adapters keeps plain dots (`keep_plain_dots`): qwix adds the adapters inside the dots it intercepts.
+- Decode attention on CPU: a one-token decoding step of Qwen3 attends through `decode_attention` (a C++
+  kernel as an XLA custom call) instead of two einsums that copy each layer's KV cache head-major every step.
+  Same values (bf16: the same bits); prefill, training and other platforms keep Tunix's attention.
 - LoRA with a 16-bit compute dtype, on every platform: qwix adds a float32 adapter product to a bf16
   projection, which promotes it, and the sampler's bf16 KV cache refuses the k and v projections. The
   projections and MLP blocks return their compute dtype (`_in_dtype`); gemma4's too (`patch_projection_dtypes`).
@@ -41,6 +44,8 @@ from flax import nnx
 from jax import lax
 from tunix.models.llama3 import model as llama3_lib
 from tunix.models.qwen3 import model as qwen3_lib
+
+from rlexp.compat import decode_attention
 
 _INV_FREQ: contextvars.ContextVar[tuple[float, ...] | None] = contextvars.ContextVar("rlexp_rope", default=None)
 
@@ -276,6 +281,36 @@ def _decode_with_mixed_dot(original):
     return decode
 
 
+def _decode_attention_block(original):
+    """Qwen3's attention block, whose one-token decoding steps on CPU attend through `decode_attention`.
+
+    The step mirrors Tunix 0.1.7's block up to its attention (projections, norms, RoPE, the cache row written
+    at `end_index`); prefill, training and every case `decode_attention.applies` refuses run Tunix's block.
+    """
+
+    def block(self, x, segment_pos, cache, attn_mask, segment_ids=None):
+        decoding = cache is not None and x.shape[1] == 1 and attn_mask is not None and attn_mask.ndim == 3
+        if not decoding or not decode_attention.applies(cache["k"].dtype):  # applies: one CPU device
+            return original(self, x, segment_pos, cache, attn_mask, segment_ids)
+        query = qwen3_lib.apply_rope(self.q_norm(self.q_proj(x)), segment_pos, head_dim=self.head_dim)
+        key = qwen3_lib.apply_rope(self.k_norm(self.k_proj(x)), segment_pos, head_dim=self.head_dim)
+        value = self.v_proj(x)
+        if not query.dtype == key.dtype == value.dtype == cache["k"].dtype:  # e.g. an adapter's promotion
+            return original(self, x, segment_pos, cache, attn_mask, segment_ids)
+        slot = (0, cache["end_index"][0] % cache["v"].shape[1], 0, 0)
+        key = lax.dynamic_update_slice(cache["k"], key, slot)
+        value = lax.dynamic_update_slice(cache["v"], value, slot)
+        b, _, heads, dim = query.shape
+        kv_heads = key.shape[2]
+        grouped = query.reshape(b, kv_heads, heads // kv_heads, dim)
+        out = decode_attention.decode_attention(grouped, key, value, attn_mask[:, 0, :], self.scale)
+        new_cache = {"v": value, "k": key, "end_index": cache["end_index"] + 1}
+        return new_cache, self.o_proj(out.reshape(b, 1, heads, dim))
+
+    block.rlexp_patched, block.__wrapped__ = True, original
+    return block
+
+
 def patch_text_models() -> None:
     """Install the patches in Tunix's qwen3 and llama3 modules (idempotent)."""
     for lib in (qwen3_lib, llama3_lib):
@@ -291,3 +326,5 @@ def patch_text_models() -> None:
             lib.apply_rope = _rope_from_context(lib.apply_rope)
         if not getattr(lib.DecoderLayer.__call__, "rlexp_patched", False):
             lib.DecoderLayer.__call__ = _remat_without_graph_updates(lib.DecoderLayer.__call__)
+    if not getattr(qwen3_lib.Attention.block, "rlexp_patched", False):
+        qwen3_lib.Attention.block = _decode_attention_block(qwen3_lib.Attention.block)
