@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
+from types import ModuleType
 
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
@@ -34,3 +36,12 @@ def compose_conf(overrides: list[str] | None = None) -> RlexpConfig:
 
 def conf_options(group: str) -> list[str]:
     return sorted(p.stem for p in (Path(CONF_DIR) / group).glob("*.yaml"))
+
+
+def load_benchmark(name: str) -> ModuleType:
+    """benchmarks/<name>.py as a module (benchmarks/ is scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+    assert spec and spec.loader
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench

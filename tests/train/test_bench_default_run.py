@@ -2,27 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, SHORT
+from tests.helpers import REPO, SHORT, load_benchmark
 
 pytestmark = pytest.mark.slow
 
 
-def load_bench():  # noqa: ANN201
-    spec = importlib.util.spec_from_file_location("bench_default_run", REPO / "benchmarks" / "bench_default_run.py")
-    assert spec and spec.loader
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    return bench
-
-
 def test_benchmark_times_the_users_command(tmp_path: Path) -> None:
-    bench = load_bench()
+    bench = load_benchmark("bench_default_run")
     m = bench.run_once(REPO, tmp_path / "cache", tmp_path / "run", SHORT)
     assert m["wall_s"] > 0 and m["cpu_s"] > 0 and m["rss_gb"] > 0.1  # the child's own peak RSS, not this process's
     assert 0 <= m["pass_before"] <= 1 and 0 <= m["pass_after"] <= 1
@@ -32,7 +23,7 @@ def test_benchmark_times_the_users_command(tmp_path: Path) -> None:
 
 def test_baseline_side_is_a_worktree_of_the_commit(tmp_path: Path) -> None:
     """--baseline REV runs REV's package from a detached worktree (`python -m rlexp` imports it from the cwd)."""
-    bench = load_bench()
+    bench = load_benchmark("bench_default_run")
     head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
     tree = bench.worktree("HEAD", tmp_path / "baseline")
     try:
