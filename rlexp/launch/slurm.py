@@ -542,7 +542,7 @@ def _result(job: SlurmJob) -> Any | None:
 def _wait(jobs: list[SlurmJob]) -> None:
     """Until every job has a result or Slurm ended it without one; state changes are printed as they happen."""
     start = time.monotonic()
-    last_query = float("-inf")
+    last_query = answered_at = float("-inf")
     states: dict[str, tuple[str, str]] = {}
     answered = warned = False
     while True:
@@ -555,7 +555,7 @@ def _wait(jobs: list[SlurmJob]) -> None:
             answer = queue_states(j.handle for j in open_jobs)
             last_query = time.monotonic()
             if answer is not None:
-                states, answered = answer, True
+                states, answered, answered_at = answer, True, last_query
             elif not warned:
                 print("rlexp: squeue did not answer; waiting on the jobs' result files meanwhile", file=sys.stderr)
                 warned = True
@@ -574,9 +574,15 @@ def _wait(jobs: list[SlurmJob]) -> None:
                 every = all(job.submitted.task(t).paths.result_pickle.exists() for t in range(tasks))
                 job.ended_at = job.ended_at or time.monotonic()
                 late = time.monotonic() - job.ended_at > 10.0
-                if state not in ("RUNNING", "COMPLETING") or (every and late):
+                # A state squeue gave before the result appeared is stale: a job that ended within a second of
+                # starting still read PENDING, and was taken for a requeue and cancelled (its error then
+                # read `tasks 0-1: Terminated`). Ask again; past 10 s (squeue silent) take the result as is.
+                stale = answered_at < job.ended_at
+                if stale and not late:
+                    last_query = float("-inf")
+                elif state not in ("RUNNING", "COMPLETING") or (every and late):
                     job.outcome = result
-                    if state in REQUEUED:
+                    if state in REQUEUED and not stale:
                         # a requeue (preemption) that came after the run ended: the rerun would redo nothing
                         cancel([job.handle])
                         print(f"rlexp: job {job.num} (Slurm {job.handle}): ended before its requeue; rerun cancelled")

@@ -13,9 +13,12 @@ Every job start costs a JAX compilation (about a minute on 2 cores), so one swee
 A one-job sweep fails inside its job (a model folder that does not exist where the job runs), and one is
 cancelled through `rlexp.jobs cancel` while Slurm holds it.
 
-The preset's 20 steps are cut to 4, with the eval and the checkpoint at the end only, for time, and because
-an eval in the middle of a 2-process run aborts in gloo now and then (a collective mismatch inside Tunix's
-sampler, reproduced without Slurm; see the report of this change). A requeue checkpoints on its SIGTERM.
+The preset's 20 steps are cut to 6, with the eval and the checkpoint at the end only, for time. A requeue
+checkpoints on its SIGTERM. A run acts on a signal before an update (rlexp.train.hooks), and step 1 is in
+metrics.jsonl once update 2 is done, so updates 3 to 6 leave the requeue's SIGTERM three steps to reach both
+processes. With 4 steps it had one, and under load it once came after the last update had started: the job
+then completed on its first run and there was nothing to resume. (A SIGTERM before update 1 stops a run
+without a checkpoint; the job then starts again from scratch.)
 """
 
 from __future__ import annotations
@@ -36,10 +39,11 @@ from tests.helpers import REPO
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 
+STEPS = 6
 SMALL = [
-    "trainer.max_steps=4",
-    "trainer.eval_every=4",
-    "trainer.checkpoint_every=4",
+    f"trainer.max_steps={STEPS}",
+    f"trainer.eval_every={STEPS}",
+    f"trainer.checkpoint_every={STEPS}",
     "trainer.eval_prompts=8",
     "trainer.eval_samples=1",
     "logger=none",
@@ -106,7 +110,7 @@ class Sweep:
 
 
 def drive(sweep: Sweep, proc: subprocess.Popen, stop: threading.Event) -> None:
-    """Requeue job 0 and kill task 1 of job 1, each as soon as its first step is logged (steps 2 to 4 remain)."""
+    """Requeue job 0 and kill task 1 of job 1, each as soon as its first step is logged."""
     jobs = [sweep.dir / "0", sweep.dir / "1"]
     lifted = False
     while not stop.is_set() and proc.poll() is None:
@@ -175,22 +179,22 @@ def test_the_sweep_ran_two_jobs_of_two_tasks_and_both_completed(sweep: Sweep) ->
     assert [j["state"] for j in manifest["jobs"]] == ["completed", "completed"] and manifest["state"] == "completed"
     for num in (0, 1):
         summary = json.loads((sweep.dir / str(num) / "summary.json").read_text())
-        assert summary["status"] == "completed" and summary["train"]["steps"] == 4
+        assert summary["status"] == "completed" and summary["train"]["steps"] == STEPS
         assert summary["train"]["processes"] == 2  # one JAX runtime across the job's two Slurm tasks
         rec = record(sweep.dir / str(num))
         assert rec["launcher"] == "slurm" and rec["tasks"] == 2 and rec["nodes"] == "vm", rec
-        assert steps(sweep.dir / str(num)) == [0, 1, 2, 3, 4]  # every step once, the eval before as step 0
+        assert steps(sweep.dir / str(num)) == list(range(STEPS + 1))  # every step once, the eval before as step 0
     assert "tiny-arith-grpo" in (sweep.dir / "report.html").read_text()
 
 
 def test_a_requeued_job_resumes_from_its_checkpoint(sweep: Sweep) -> None:
     assert sweep.requeued, "job 0 was never requeued"
     job = sweep.dir / "0"
-    log = Path(record(job)["logs"][0]).read_text()
-    assert "SIGTERM received; saving a checkpoint after this step" in log
-    (resumed_at,) = [int(line.rsplit(" ", 1)[1]) for line in log.splitlines() if line.startswith("rlexp: resuming")]
-    assert 1 <= resumed_at < 4
-    assert (job / "checkpoints" / "actor" / "4").is_dir()
+    log = Path(record(job)["logs"][0]).read_text()  # task 0's stderr; Slurm appends each run of the job to it
+    assert "SIGTERM received; saving a checkpoint after this step" in log, log[-3000:]
+    resumed = [int(line.rsplit(" ", 1)[1]) for line in log.splitlines() if line.startswith("rlexp: resuming")]
+    assert len(resumed) == 1 and 1 <= resumed[0] < STEPS, log[-3000:]
+    assert (job / "checkpoints" / "actor" / str(STEPS)).is_dir()
     # the jobs table showed it running before the requeue, and counts the restart
     row0 = next(line for line in sweep.status_while_running.splitlines() if line.startswith("0 "))
     assert sweep.requeued in row0 and " running " in row0, sweep.status_while_running
@@ -234,7 +238,7 @@ def test_no_sacct_and_one_table_per_job(sweep: Sweep) -> None:
 
 def test_jobs_logs_prints_task_0_s_log(sweep: Sweep) -> None:
     done = rlexp("rlexp.jobs", "logs", str(sweep.dir / "1"), "--no-follow")
-    assert done.returncode == 0 and "rlexp run tiny-arith-grpo: completed after 4 steps" in done.stdout
+    assert done.returncode == 0 and f"rlexp run tiny-arith-grpo: completed after {STEPS} steps" in done.stdout
 
 
 def test_a_bad_override_fails_inside_its_job(local_slurm: str, tmp_path: Path) -> None:
@@ -257,7 +261,7 @@ def test_a_bad_override_fails_inside_its_job(local_slurm: str, tmp_path: Path) -
 def test_a_resume_waits_for_a_job_still_queued_and_cancel_ends_it(local_slurm: str, tmp_path: Path) -> None:
     """The submitting process dies; its Slurm job goes on. A resume waits for that job instead of submitting it
     again, and `rlexp.jobs cancel` ends it: the resumed sweep reports it cancelled."""
-    # 300 steps, not SMALL's 4: the job must still be training when it is cancelled (with 4 it had once finished
+    # 300 steps, not SMALL's 6: the job must still be training when it is cancelled (with 4 it had once finished
     # and was COMPLETING, so the resumed sweep rightly reported it completed)
     long = [o for o in SMALL if not o.startswith(("trainer.max_steps", "trainer.eval_every", "trainer.checkpoint"))]
     long += ["trainer.max_steps=300", "trainer.eval_every=300", "trainer.checkpoint_every=300"]
