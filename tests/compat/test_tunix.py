@@ -80,3 +80,62 @@ def test_inputs_placed_in_one_call_match_tunix_leaf_by_leaf() -> None:
         assert sharding_utils.shard_input(tree, ("fsdp",)) is tree  # no mesh: untouched, as Tunix leaves it
     finally:
         sharding_utils.shard_input = before
+
+
+def _trainer(in_place: bool):  # type: ignore[no-untyped-def]
+    import jax.numpy as jnp
+    import optax
+    from flax import nnx
+    from tunix.sft import peft_trainer
+
+    from rlexp.compat.tunix import optimizer_state_in_place
+
+    class Model(nnx.Module):
+        def __init__(self) -> None:
+            rngs = nnx.Rngs(0)
+            self.up = nnx.Linear(16, 48, use_bias=False, rngs=rngs)
+            self.down = nnx.Linear(48, 16, rngs=rngs)
+
+        def __call__(self, x):  # type: ignore[no-untyped-def]
+            return self.down(jnp.tanh(self.up(x)))
+
+    def loss_fn(model, x):  # type: ignore[no-untyped-def]
+        return ((model(x) - 1.0) ** 2).mean()
+
+    config = peft_trainer.TrainingConfig(eval_every_n_steps=100, max_steps=10)
+    trainer = peft_trainer.PeftTrainer(Model(), optax.adamw(1e-2), config).with_loss_fn(loss_fn)
+    return optimizer_state_in_place(trainer) if in_place else trainer
+
+
+def test_the_train_step_updates_adam_s_state_in_its_own_buffers_with_tunix_s_values() -> None:
+    """Tunix donates the optimizer but lists the model first among the step's outputs, so JAX handed the first
+    moments' buffers to the params and the second moments' to the first (XLA copied around that every step).
+    `optimizer_state_in_place` jits the same step with the optimizer first: each part keeps its buffers, and
+    two steps give Tunix's values bit for bit."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from flax import nnx
+
+    def parts(trainer):  # type: ignore[no-untyped-def]
+        adam = trainer.optimizer.opt_state[0]
+        return {"params": nnx.state(trainer.model, nnx.Param), "mu": adam.mu, "nu": adam.nu}
+
+    def pointers(tree) -> list[int]:  # type: ignore[no-untyped-def]
+        return [leaf.unsafe_buffer_pointer() for leaf in jax.tree.leaves(tree)]
+
+    x = jnp.linspace(-1.0, 1.0, 8 * 16).reshape(8, 16)
+    results = {}
+    for in_place in (False, True):
+        trainer = _trainer(in_place)
+        train_step, _ = trainer.jit_train_and_eval_step(cache_nnx_graph=True)
+        train_step({"x": x})  # compiled; the buffers from here on are the step's own outputs
+        before = {k: pointers(v) for k, v in parts(trainer).items()}
+        loss, _, _ = train_step({"x": x})
+        after = {k: pointers(v) for k, v in parts(trainer).items()}
+        results[in_place] = (float(loss), jax.tree.map(np.asarray, parts(trainer)), before, after)
+    (loss, tunix_values, before, after), (our_loss, our_values, our_before, our_after) = results[False], results[True]
+    assert after["params"] == before["mu"] and after["mu"] == before["nu"]  # Tunix's jit: shifted by one
+    assert our_after["mu"] == our_before["mu"] and our_after["nu"] == our_before["nu"]  # in place
+    assert our_loss == loss
+    jax.tree.map(np.testing.assert_array_equal, our_values, tunix_values)
