@@ -48,40 +48,38 @@ def _loss(model, tokens):
     return jnp.mean(jax.nn.log_softmax(logits)[..., 3] * jnp.arange(tokens.shape[1]))
 
 
-def _dots_on_3d_activations(model, tokens) -> int:
-    """dot_generals in the forward and backward, inner jaxprs included (jnp.einsum and jnp.dot are jitted),
-    with an operand that keeps batch and time apart."""
+def _dot_generals(jaxpr):  # type: ignore[no-untyped-def]
+    """Every dot_general equation of a jaxpr, inner jaxprs included (jnp.einsum and jnp.dot are jitted)."""
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "dot_general":
+            yield eqn
+        for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+            yield from _dot_generals(sub)
+
+
+def _loss_jaxpr(model, tokens, grad: bool):  # type: ignore[no-untyped-def]
     graph, state = nnx.split(model)
+    loss = lambda s: _loss(nnx.merge(graph, s), tokens)  # noqa: E731
+    return jax.make_jaxpr(jax.grad(loss) if grad else loss)(state).jaxpr
+
+
+def _dots_on_3d_activations(model, tokens) -> int:
+    """dot_generals in the forward and backward with an operand that keeps batch and time apart."""
     batch_time = tuple(tokens.shape)
-
-    def count(jaxpr) -> int:
-        n = 0
-        for eqn in jaxpr.eqns:
-            if eqn.primitive.name == "dot_general":
-                n += any(v.aval.ndim == 3 and v.aval.shape[:2] == batch_time for v in eqn.invars)
-            for sub in jax.extend.core.jaxprs_in_params(eqn.params):
-                n += count(sub)
-        return n
-
-    return count(jax.make_jaxpr(jax.grad(lambda s: _loss(nnx.merge(graph, s), tokens)))(state).jaxpr)
+    return sum(
+        any(v.aval.ndim == 3 and v.aval.shape[:2] == batch_time for v in eqn.invars)
+        for eqn in _dot_generals(_loss_jaxpr(model, tokens, grad=True))
+    )
 
 
 def _projections_contracting_two_dims(model, tokens) -> int:
     """dot_generals of the forward without batch dims that contract two dims: the attention output's projection
     (ZNH,NHD->ZD), which XLA:CPU lowered in float32 with a head-major copy of its weight in every call."""
-    graph, state = nnx.split(model)
-
-    def count(jaxpr) -> int:
-        n = 0
-        for eqn in jaxpr.eqns:
-            if eqn.primitive.name == "dot_general":
-                (contracting, _), (batch, _) = eqn.params["dimension_numbers"]
-                n += not batch and len(contracting) > 1
-            for sub in jax.extend.core.jaxprs_in_params(eqn.params):
-                n += count(sub)
-        return n
-
-    return count(jax.make_jaxpr(lambda s: _loss(nnx.merge(graph, s), tokens))(state).jaxpr)
+    count = 0
+    for eqn in _dot_generals(_loss_jaxpr(model, tokens, grad=False)):
+        (contracting, _), (batch, _) = eqn.params["dimension_numbers"]
+        count += not batch and len(contracting) > 1
+    return count
 
 
 def test_projections_on_token_rows_match_tunix(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -115,17 +113,9 @@ def test_projections_on_token_rows_match_tunix(monkeypatch: pytest.MonkeyPatch) 
 def _dot_kinds(fn, *args) -> dict[tuple[str, str], int]:
     """(operand dtype, result dtype) -> number of dot_generals in fn's jaxpr, inner jaxprs included."""
     kinds: dict[tuple[str, str], int] = {}
-
-    def count(jaxpr) -> None:
-        for eqn in jaxpr.eqns:
-            if eqn.primitive.name == "dot_general":
-                operands = {str(v.aval.dtype) for v in eqn.invars}
-                key = ("/".join(sorted(operands)), str(eqn.outvars[0].aval.dtype))
-                kinds[key] = kinds.get(key, 0) + 1
-            for sub in jax.extend.core.jaxprs_in_params(eqn.params):
-                count(sub)
-
-    count(jax.make_jaxpr(fn)(*args).jaxpr)
+    for eqn in _dot_generals(jax.make_jaxpr(fn)(*args).jaxpr):
+        key = ("/".join(sorted({str(v.aval.dtype) for v in eqn.invars})), str(eqn.outvars[0].aval.dtype))
+        kinds[key] = kinds.get(key, 0) + 1
     return kinds
 
 
