@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import time
 from typing import Any
 
 from tunix.sft.hooks import TrainingHooks
@@ -114,17 +113,24 @@ class StepHooks(TrainingHooks):
     Tunix calls `on_train_step_end` one step late (it overlaps metric I/O with the next step)
     and once more from close(), so rlexp acts in `on_train_step_start` instead: it runs before
     every optimizer update, after that step's rollout, with `train_steps` = updates done so far.
+    A step's time is taken in `on_train_end`, which ends each update once it has finished.
     """
 
     def __init__(self, session: Any) -> None:
         self.session = session
         self._seen = -1
+        self._lapped = -1  # the last step whose time was taken
 
     def on_train_start(self, train_ctx: Any) -> None:
         pass
 
     def on_train_end(self, train_ctx: Any) -> None:
-        pass
+        # Tunix calls this when an actor update's `train` call ends, the update finished (rlexp.train.stepclock)
+        done, s = train_ctx.train_steps, self.session
+        if done > max(s.start_step, self._lapped):
+            self._lapped = done
+            s.collector.add(done, s.clock.lap())
+            s.progress(done)
 
     def on_train_step_end(self, train_ctx: Any, train_step: int, train_loss: float) -> None:
         pass
@@ -141,11 +147,6 @@ class StepHooks(TrainingHooks):
             return
         self._seen = done
         s = self.session
-        if done > s.start_step:
-            now = time.perf_counter()
-            s.collector.add(done, {"perf/step_time_sec": now - s.last_step_end})
-            s.last_step_end = now
-            s.progress(done)
         s.flush_metrics(done - 1)  # actor metrics of step `done` are published during the next update
         s.set_rollout_seed(done + 2)  # the rollout of step done+1 has already run
         if done > s.start_step and done % s.conf.trainer.eval_every == 0 and done < s.conf.trainer.max_steps:

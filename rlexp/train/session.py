@@ -32,6 +32,7 @@ from rlexp.train import heap, rundir
 from rlexp.train.checkpoints import restorable
 from rlexp.train.collectives import settle
 from rlexp.train.metrics import MetricsCollector, group_stats, rlexp_metric_key, to_json_line
+from rlexp.train.stepclock import EVAL, StepClock
 
 
 def batches(rows: list[dict[str, Any]], batch_size: int, epochs: int, seed: int):
@@ -55,7 +56,7 @@ class TrainingSession:
         self.collector = MetricsCollector()
         self.reward_error: RlexpError | None = None
         self.evals: dict[str, dict[str, float]] = {}
-        self.last_step_end = time.perf_counter()
+        self.clock = StepClock()  # perf/step_time_sec, less checkpoint saves and mid-run evals
         self._bar: Any = None
         self.profile: str | None = None  # the trace's folder (profile.steps), once the trainer has its profiler
         # Every process trains (collectives); only process 0 writes the run files and the tracker.
@@ -164,10 +165,14 @@ class TrainingSession:
         from rlexp.train.evaluate import evaluate
 
         mesh = self.cluster.cluster_config.role_to_mesh[Role.ACTOR]
+        start = time.perf_counter()
         settle()  # multi-process CPU: nothing dispatched before may still run collectives (rlexp.train.collectives)
         with contextlib.nullcontext() if in_actor_update else mesh:
             result = evaluate(self.cluster, self.eval_rows, self.conf, self.cluster.cluster_config.rollout_config)
-        self.collector.add(step, {f"eval/{k}": v for k, v in result.items()})
+        took = time.perf_counter() - start
+        if in_actor_update:  # between two steps: not the next step's time (rlexp.train.stepclock)
+            self.clock.set_aside(took)
+        self.collector.add(step, {**{f"eval/{k}": v for k, v in result.items()}, EVAL: took})
         self.evals[label or str(step)] = {**result, "step": step}
         if self.primary:
             storage.write_json(self.path("evals.json"), self.evals)
@@ -251,6 +256,8 @@ class TrainingSession:
             )
         learner = build_learner(self.conf, self.cluster, self.rewards.fns, [self.metric_fn])
         self.cluster.actor_trainer.with_training_hooks(StepHooks(self))
+        self.clock.time_saves(self.cluster.actor_trainer.checkpoint_manager, t.checkpoint_every)
+        self.clock.time_close(self.cluster)
         self.profile = install_profiler(self.cluster.actor_trainer, self.conf, self.run_dir)  # profile.steps
         self.start_step = start_step = self.cluster.actor_trainer.train_steps  # > 0 after a restore
         if self.primary:
@@ -273,7 +280,8 @@ class TrainingSession:
         heap.resume(collecting)
         status, stop_cause = "completed", None
         self.set_rollout_seed(start_step + 1)
-        self.last_step_end = self.train_started = time.perf_counter()
+        self.clock.restart()
+        self.train_started = self.clock.last_end
         with GracefulStop() as self.stop:
             try:
                 if start_step < t.max_steps:
@@ -284,8 +292,7 @@ class TrainingSession:
                 stop_open_trace()  # profile.steps: a run that stopped inside the traced steps keeps its trace
         steps = self.cluster.actor_trainer.train_steps
         if status == "completed" and steps > self.start_step:
-            self.collector.add(steps, {"perf/step_time_sec": time.perf_counter() - self.last_step_end})
-            self.progress(steps)
+            self.collector.add(steps, self.clock.closing())
         if self._bar is not None:
             self._bar.close()
         if status == "completed":

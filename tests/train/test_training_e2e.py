@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from pathlib import Path
 
 import numpy as np
@@ -78,7 +79,7 @@ def test_short_run_writes_run_dir_contract(tmp_path: Path) -> None:
             "perf/rollout_time_sec",
         ):
             assert name in r, f"step {step} lacks {name}"
-        assert 0 < r["perf/rollout_time_sec"] < r["perf/step_time_sec"] or step == 1
+        assert 0 < r["perf/rollout_time_sec"] < r["perf/step_time_sec"]  # a step is its rollout, then its update
         # sum of weighted per-function means = total reward (Tunix sums the weighted functions)
         assert r["rewards/sum"] == pytest.approx(r["rewards/arith_correct/mean"] + 0.1 * r["rewards/arith_format/mean"])
     for step in range(2, 9):  # actor metrics of every optimizer update
@@ -89,6 +90,38 @@ def test_short_run_writes_run_dir_contract(tmp_path: Path) -> None:
     assert samples and {"step", "id", "prompt", "completion", "answer", "rewards"} <= set(samples[0])
     assert set(samples[0]["rewards"]) == {"arith_correct", "arith_format"}
     assert sorted(p.name for p in (tmp_path / "checkpoints" / "actor").iterdir()) == ["4", "8"]
+
+
+def test_saves_and_mid_run_evals_are_timed_apart_from_the_steps(tmp_path: Path, monkeypatch) -> None:
+    """Every checkpoint save and eval made SLOW seconds longer: no step takes them, and they are reported on the
+    steps that saved (perf/checkpoint_time_sec) and were evaluated (perf/eval_time_sec)."""
+    from tunix.sft import checkpoint_manager
+
+    import rlexp.train.evaluate
+
+    slow = 2.0
+    save, evaluate = checkpoint_manager.CheckpointManager.save, rlexp.train.evaluate.evaluate
+
+    def slow_save(self, *args, **kwargs):
+        saved = save(self, *args, **kwargs)
+        if saved:
+            time.sleep(slow)
+        return saved
+
+    def slow_evaluate(*args, **kwargs):
+        time.sleep(slow)
+        return evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(checkpoint_manager.CheckpointManager, "save", slow_save)
+    monkeypatch.setattr(rlexp.train.evaluate, "evaluate", slow_evaluate)
+    run(tmp_path, SHORT)  # 8 steps, evals at 0, 4 and 8, checkpoints at 4 and 8
+    rows = {r["step"]: r for r in records(tmp_path)}
+    assert [s for s in rows if "perf/checkpoint_time_sec" in rows[s]] == [4, 8]
+    assert [s for s in rows if "perf/eval_time_sec" in rows[s]] == [0, 4, 8]
+    assert all(rows[s]["perf/checkpoint_time_sec"] > slow for s in (4, 8))
+    assert all(rows[s]["perf/eval_time_sec"] > slow for s in (0, 4, 8))
+    step_times = {s: rows[s]["perf/step_time_sec"] for s in range(2, 9)}  # step 1 may compile
+    assert max(step_times.values()) < slow, step_times
 
 
 def test_reward_rises(tmp_path: Path) -> None:
