@@ -3,7 +3,11 @@
 - RoPE: their attention calls a module-level `apply_rope` with its default theta (1e6) and no frequency
   scaling, whatever the config says (Llama 3.1: theta 5e5 with "llama3" scaling; Qwen3-2507: 5e6). The
   patched `apply_rope` uses the frequencies a running model publishes with `rope_frequencies`, and Tunix's
-  own computation when none are published (`rlexp.models.tunix_text`).
+  own computation when none are published (`rlexp.models.tunix_text`). On CPU, when the model also publishes
+  how many positions a run can reach, it looks the sines and cosines up in a table of every position, made
+  once by XLA with the same arithmetic (the same bits): XLA:CPU fuses the sine into each rotation and computes
+  it for every element of q and k, once per head, through libm (3.8 ms for q and k of one layer of the
+  compute workload's train step, 0.3 ms with the table).
 - `model.remat=full`: their decoder layers call `nnx.remat` without `graph_updates=False`, which raises
   TraceContextError inside the sampler's while_loop (every rollout); Tunix's gemma4 passes it. The layers
   are re-pointed to the same remat with that flag.
@@ -47,27 +51,50 @@ from tunix.models.qwen3 import model as qwen3_lib
 
 from rlexp.compat import decode_attention
 
-_INV_FREQ: contextvars.ContextVar[tuple[float, ...] | None] = contextvars.ContextVar("rlexp_rope", default=None)
+_ROPE: contextvars.ContextVar[tuple[tuple[float, ...], int] | None] = contextvars.ContextVar("rlexp_rope", default=None)
+ROPE_TABLE_LIMIT = 1 << 20  # positions x frequencies: a larger table (a long context) is not embedded in programs
 
 
 @contextlib.contextmanager
-def rope_frequencies(inv_freq: tuple[float, ...]) -> Iterator[None]:
-    """While inside, the patched `apply_rope` rotates with `inv_freq` (head_dim/2 frequencies)."""
-    token = _INV_FREQ.set(inv_freq)
+def rope_frequencies(inv_freq: tuple[float, ...], positions: int = 0) -> Iterator[None]:
+    """While inside, the patched `apply_rope` rotates with `inv_freq` (head_dim/2 frequencies); `positions`: how
+    many positions the running model can reach (0: unknown), which lets it use a table on CPU."""
+    token = _ROPE.set((inv_freq, positions))
     try:
         yield
     finally:
-        _INV_FREQ.reset(token)
+        _ROPE.reset(token)
+
+
+def _rope_angles(positions: jax.Array, inv_freq: tuple[float, ...]) -> jax.Array:
+    return positions[..., None].astype(jnp.float32) * jnp.asarray(inv_freq, jnp.float32)
+
+
+@functools.lru_cache(maxsize=16)
+def rope_table(inv_freq: tuple[float, ...], positions: int) -> np.ndarray:
+    """[2, positions, frequencies] float32: the sine and cosine of every position's angles, computed by XLA now
+    (also while a program is being traced) with the arithmetic of the per-call path, so the bits are the same."""
+    with jax.ensure_compile_time_eval():
+        angles = _rope_angles(jnp.arange(positions, dtype=jnp.int32), inv_freq)
+        return np.stack([np.asarray(jnp.sin(angles)), np.asarray(jnp.cos(angles))])
+
+
+def _rope_sin_cos(positions: jax.Array, inv_freq: tuple[float, ...], table_positions: int) -> tuple[jax.Array, ...]:
+    if table_positions and table_positions * len(inv_freq) <= ROPE_TABLE_LIMIT and _on_cpu():
+        table = jnp.asarray(rope_table(inv_freq, table_positions))
+        # a position past the table reads NaN: loud, where a clamped index would rotate silently wrong
+        sin_cos = jnp.take(table, positions, axis=1, mode="fill", fill_value=jnp.nan)
+        return sin_cos[0][..., None, :], sin_cos[1][..., None, :]
+    angles = _rope_angles(positions, inv_freq)[..., None, :]
+    return jnp.sin(angles), jnp.cos(angles)
 
 
 def _rope_from_context(original):
     def apply_rope(inputs, positions, head_dim, rope_theta=1_000_000):
-        inv = _INV_FREQ.get()
-        if inv is None or len(inv) != head_dim // 2:
+        published = _ROPE.get()
+        if published is None or len(published[0]) != head_dim // 2:
             return original(inputs, positions, head_dim, rope_theta)
-        angles = positions[..., None].astype(jnp.float32) * jnp.asarray(inv, jnp.float32)
-        angles = angles[..., None, :]
-        sin, cos = jnp.sin(angles), jnp.cos(angles)
+        sin, cos = _rope_sin_cos(positions, *published)
         first, second = jnp.split(inputs.astype(jnp.float32), 2, axis=-1)
         out = jnp.concatenate([first * cos - second * sin, second * cos + first * sin], axis=-1)
         return out.astype(inputs.dtype)

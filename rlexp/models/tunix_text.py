@@ -51,8 +51,13 @@ class _RopeScope:
     rope_inv_freq: tuple[float, ...]
 
     def __call__(self, *args, **kwargs):
-        with rope_frequencies(self.rope_inv_freq):
+        with rope_frequencies(self.rope_inv_freq, getattr(self.config, "rope_positions", 0)):
             return super().__call__(*args, **kwargs)
+
+
+@dataclasses.dataclass(slots=True)
+class Qwen3Config(qwen3_lib.ModelConfig):
+    rope_positions: int = 0  # positions a run can reach (model.max_context): RoPE's table on CPU; 0 = none
 
 
 class Qwen3(_RopeScope, qwen3_lib.Qwen3):
@@ -66,6 +71,7 @@ class Qwen3(_RopeScope, qwen3_lib.Qwen3):
 @dataclasses.dataclass(frozen=True)
 class Llama3Config(llama3_lib.ModelConfig):
     rope_scaling: tuple[tuple[str, Any], ...] = ()  # Hugging Face rope_scaling items
+    rope_positions: int = 0  # as Qwen3Config's
 
 
 class Llama3(_RopeScope, llama3_lib.Llama3):
@@ -112,10 +118,11 @@ def tunix_config(m: ModelConfig) -> Any:
         **decoder_dims(m),
         rope_theta=x["rope_theta"],
         norm_eps=x["norm_eps"],
+        rope_positions=m.max_context,  # validated: prompt + completion tokens never exceed it
     )
     if m.family == "qwen3":
         remat = qwen3_lib.RematConfig.DECODER if m.remat == "full" else qwen3_lib.RematConfig.NONE
-        return qwen3_lib.ModelConfig(
+        return Qwen3Config(
             **common,
             use_tied_embedding=bool(x["tie_word_embeddings"]),
             remat_config=remat,
