@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -45,3 +48,21 @@ def load_benchmark(name: str) -> ModuleType:
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     return bench
+
+
+def compiled_programs(run_dir: Path, modules: str, steps: int = 2) -> dict[str, str]:
+    """Run `python -m rlexp` as typed (SHORT, cut to `steps`) with XLA dumping the programs whose names match the
+    regex `modules`; their optimized HLO text by file name (`*after_optimizations.txt`)."""
+    dump = run_dir / "hlo"
+    flags = f"--xla_dump_to={dump} --xla_dump_hlo_as_text --xla_dump_hlo_module_re=.*({modules}).*"
+    cut = [f"trainer.max_steps={steps}", f"trainer.eval_every={steps}", f"trainer.checkpoint_every={steps}"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "rlexp", *SHORT, *cut, f"hydra.run.dir={run_dir / 'run'}"],
+        cwd=REPO,
+        env={**os.environ, "XLA_FLAGS": flags},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return {p.name: p.read_text() for p in dump.glob("*after_optimizations.txt")}

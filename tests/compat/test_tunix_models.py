@@ -4,10 +4,7 @@ with a bf16 compute dtype every projection dot takes bf16 operands to an f32 res
 from __future__ import annotations
 
 import inspect
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import jax
@@ -22,7 +19,7 @@ from tunix.models.qwen3 import model as qwen3_lib
 from rlexp.compat import tunix_models
 from rlexp.compat.tunix_models import matmul_f32_accumulate, token_rows_spec
 from rlexp.models.loader import load_model
-from tests.helpers import REPO, SHORT, compose_conf
+from tests.helpers import compiled_programs, compose_conf
 
 
 @pytest.mark.parametrize(
@@ -262,22 +259,7 @@ def test_rope_table_is_cpu_only(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_user_command_s_programs_compute_no_sine(tmp_path: Path) -> None:
     """`python -m rlexp` as typed: its decoding step and train step read RoPE's table (no sine or cosine of an
     array left in XLA's optimized programs; the same run's numbers are pinned by tests/train/test_pinned_metrics.py)."""
-    dump = tmp_path / "hlo"
-    env = {
-        **os.environ,
-        "XLA_FLAGS": f"--xla_dump_to={dump} --xla_dump_hlo_as_text --xla_dump_hlo_module_re=.*(train_step|decode_fn).*",
-    }
-    overrides = [*SHORT, "trainer.max_steps=1", "trainer.eval_every=1", "trainer.checkpoint_every=1"]
-    proc = subprocess.run(
-        [sys.executable, "-m", "rlexp", *overrides, f"hydra.run.dir={tmp_path / 'run'}"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    programs = {p.name: p.read_text() for p in dump.glob("*after_optimizations.txt")}
+    programs = compiled_programs(tmp_path, "train_step|decode_fn", steps=1)
     assert any("train_step" in name for name in programs) and any("decode_fn" in name for name in programs)
     on_arrays = re.compile(r"= \w+\[\d[\d,]*\]\S* (sine|cosine)\(")  # not the learning rate's scalar cosine
     assert not [name for name, text in programs.items() if on_arrays.search(text)]
