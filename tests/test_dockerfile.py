@@ -104,4 +104,4 @@ def test_project_builds_a_wheel_with_the_launcher_plugin(tmp_path: Path) -> None
     assert "hydra_plugins/rlexp_launchers/gke_launcher.py" in names
     assert "hydra_plugins/__init__.py" not in names  # namespace package shared with other Hydra plugins
     assert any(n.startswith("rlexp/launch/schemas/") and n.endswith(".json.gz") for n in names)
-    assert "rlexp/compat/decode_attention.cc" in names  # the CPU decode-attention kernel builds from it
+    assert "rlexp/perf/decode_attention.cc" in names  # the CPU decode-attention kernel builds from it

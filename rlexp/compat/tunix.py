@@ -7,12 +7,7 @@
 - The package's `__init__` imports every trainer Tunix has (agentic GRPO and through it pandas, distillation,
   DPO, PPO): ~1 s of every rlexp process, for modules a GRPO run never touches. rlexp imports the submodules
   it uses by their full names, so `defer_package_init` lets those run without it.
-- Placing a step's inputs on the mesh: `sharding_utils.shard_input` rebuilds each array of a TrainExample with
-  `jax.make_array_from_process_local_data`, one leaf at a time (~1.6 ms for a GRPO step's ten arrays, and a
-  `jit` of the identity traced per shape at step 1). In a single-process run that is a `device_put` of the
-  tree, one call (`shard_inputs_in_one_call`).
-- The train step's buffers: Tunix jits `_train_step(model, optimizer, inputs)` donating the optimizer only, so
-  its state came back in the wrong buffers and XLA copied it around every update (`optimizer_state_in_place`).
+- Tunix's own progress bar: rlexp draws its own (`without_progress_bar`).
 """
 
 from __future__ import annotations
@@ -70,33 +65,6 @@ class _DeferredInitLoader(importlib.abc.Loader):
         package.__getattr__ = run_init_then_get
 
 
-def shard_inputs_in_one_call() -> None:
-    """Make Tunix's `shard_input` place a whole input tree with one `jax.device_put` in single-process runs.
-
-    Same target shardings (Tunix's `get_sharding` for each leaf) and values; a multi-process run keeps Tunix's
-    path, where each process's arrays are its local part of the global batch.
-    """
-    import jax
-    from jax.interpreters import pxla
-    from tunix.sft import sharding_utils
-
-    if hasattr(sharding_utils.shard_input, "tunix_shard_input"):
-        return
-    tunix_shard_input = sharding_utils.shard_input
-
-    def shard_input(input_data: Any, data_sharding_axis: tuple[str, ...]) -> Any:
-        mesh = pxla.thread_resources.env.physical_mesh
-        if mesh.empty or jax.process_count() > 1:
-            return tunix_shard_input(input_data, data_sharding_axis)
-        pspec = jax.sharding.PartitionSpec(*data_sharding_axis)
-        shardings = jax.tree.map(lambda x: sharding_utils.get_sharding(x, mesh=mesh, pspec=pspec), input_data)
-        with jax.transfer_guard("allow"):
-            return jax.device_put(input_data, shardings)
-
-    shard_input.tunix_shard_input = tunix_shard_input
-    sharding_utils.shard_input = shard_input
-
-
 class _NoProgressBar:
     """Stands in for Tunix's `ProgressBar`: the calls it receives, and nothing drawn or looked up."""
 
@@ -108,45 +76,6 @@ class _NoProgressBar:
 
     def close(self) -> None:
         pass
-
-
-def optimizer_state_in_place(trainer: Any) -> Any:
-    """Jit the trainer's train step with the optimizer as its first argument, so that Adam's state is updated in
-    the buffers it came in.
-
-    Tunix jits `_train_step(model, optimizer, inputs)` donating the optimizer (the model's params may be the
-    rollout's too, so they are not donated). JAX gives each donated buffer to the first output of the same shape
-    and dtype, in order, and the updated model comes first among the outputs: the params took the first
-    moments' buffers and the first moments the second moments', and to honour that XLA copied each tensor's
-    moments in and out around its update (136 copies in the compute workload's step, ~10 % of its op time).
-    With the optimizer's state first among the outputs, each part returns to its own buffers and nothing is
-    copied. Same function, same values; only the argument order of the jitted wrapper differs from Tunix's
-    `PeftTrainer.jit_train_and_eval_step`, which this mirrors (its caches, its partials, its LoRA path).
-    """
-    import functools
-
-    from flax import nnx
-    from jax.interpreters import pxla
-
-    def jit_train_and_eval_step(skip_jit: bool = False, cache_nnx_graph: bool = False) -> tuple[Any, Any]:
-        train_step, eval_step = trainer.create_train_step_fn(), trainer.create_eval_step_fn()
-        if skip_jit:
-            return train_step, eval_step
-        if trainer._jitted_train_step_fn is None:
-            trainer._shard_optimizer(pxla.thread_resources.env.physical_mesh)
-
-            def _train_step(optimizer: Any, model: Any, inputs: Any) -> Any:  # Tunix's name, in profiles too
-                return train_step(model, optimizer, inputs)
-
-            jitted_train = nnx.jit(_train_step, donate_argnames=("optimizer",))
-            jitted_eval = nnx.jit(eval_step)
-            bind = nnx.cached_partial if cache_nnx_graph else functools.partial
-            trainer._jitted_train_step_fn = functools.partial(bind(jitted_train, trainer.optimizer, trainer.model))
-            trainer._jitted_eval_step_fn = functools.partial(bind(jitted_eval, trainer.model))
-        return trainer._jitted_train_step_fn, trainer._jitted_eval_step_fn
-
-    trainer.jit_train_and_eval_step = jit_train_and_eval_step
-    return trainer
 
 
 def without_progress_bar(trainer: Any) -> Any:

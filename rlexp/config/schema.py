@@ -13,6 +13,8 @@ from typing import Any
 
 from omegaconf import MISSING
 
+from rlexp.perf import PATCHES as PERF_PATCHES
+
 
 @dataclass
 class ModelConfig:
@@ -271,6 +273,17 @@ class ProfileConfig:
 
 
 @dataclass
+class PerfConfig:
+    """rlexp's speed work on Tunix's code paths (`rlexp.perf`), applied once in a run's JAX set-up.
+
+    Each patch is guarded by the fingerprint of the library source it replaces. `perf.patches=[]` runs Tunix's
+    own code; summary.json records what a run applied. Tunix's correctness fixes are always on (`rlexp.fixes`).
+    """
+
+    patches: list[str] = field(default_factory=lambda: list(PERF_PATCHES))
+
+
+@dataclass
 class RlexpConfig:
     model: ModelConfig = MISSING
     dataset: DatasetConfig = MISSING
@@ -289,6 +302,7 @@ class RlexpConfig:
     validate: ValidateConfig = field(default_factory=ValidateConfig)
     cost: CostConfig = field(default_factory=CostConfig)
     profile: ProfileConfig = field(default_factory=ProfileConfig)
+    perf: PerfConfig = field(default_factory=PerfConfig)
 
 
 GROUP_SCHEMAS: dict[str, type] = {

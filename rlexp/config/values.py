@@ -14,6 +14,7 @@ from typing import Any
 
 from rlexp.config.schema import RlexpConfig
 from rlexp.errors import ConfigError
+from rlexp.perf import PATCHES as PERF_PATCHES
 
 # The words a key accepts, where the schema types it as a plain string.
 CHOICES: dict[str, tuple[str, ...]] = {
@@ -114,3 +115,17 @@ def check_values(cfg: RlexpConfig) -> None:
         if len(f.range) != 2 or f.range[0] > f.range[1]:
             raise ConfigError(f"reward.functions[{i}].range", list(f.range), "use [low, high] with low <= high")
     check_objective(cfg.objective)
+    check_perf_patches(list(cfg.perf.patches))
+
+
+def check_perf_patches(names: list[str]) -> None:
+    """perf.patches: names of rlexp.perf's patches, each once."""
+    for name in names:
+        if name not in PERF_PATCHES:
+            near = difflib.get_close_matches(name, PERF_PATCHES, n=1, cutoff=0.6)
+            hint = f"did you mean {near[0]}? " if near else ""
+            raise ConfigError(
+                "perf.patches", name, f"no such patch; {hint}use a list of {', '.join(PERF_PATCHES)}, or [] for none"
+            )
+    if len(set(names)) != len(names):
+        raise ConfigError("perf.patches", names, "names a patch twice; list each once")

@@ -17,13 +17,11 @@ import numpy as np
 from tunix.models.gemma4 import model as gemma4_lib
 from tunix.models.gemma4 import params_safetensors as gemma4_params
 
-from rlexp.compat.tunix_models import patch_projection_dtypes
+from rlexp import fixes
 from rlexp.config.schema import ModelConfig
 from rlexp.errors import ConfigError
 from rlexp.models.checkpoint import load_with_tunix
 from rlexp.models.tunix_text import jnp_dtype
-
-patch_projection_dtypes(gemma4_lib)
 
 _TUNIX_EPS = 1e-6  # Tunix's gemma4 RMSNorm epsilon is fixed
 
@@ -112,6 +110,7 @@ def _preprocess(m: ModelConfig, cfg: gemma4_lib.ModelConfig):
 
 
 def create(m: ModelConfig, ckpt_dir: str, mesh: Any = None) -> gemma4_lib.Gemma4:
+    fixes.apply()  # its projections keep their dtype under LoRA (rlexp.fixes.tunix_lora_dtype)
     cfg = tunix_config(m)
     return load_with_tunix(
         ckpt_dir,

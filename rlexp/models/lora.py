@@ -39,7 +39,7 @@ def apply_lora(model: Any, lora_cfg: LoraConfig, mesh: Any = None, seed: int = 0
     import qwix
     from tunix.utils import compat
 
-    from rlexp.compat.tunix_models import keep_plain_dots
+    from rlexp.perf.bf16_gemm import keep_plain_dots
 
     if lora_cfg.rank <= 0:
         return model

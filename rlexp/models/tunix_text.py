@@ -4,8 +4,8 @@ Tunix 0.1.7's qwen3 and llama3 attention call a module-level `apply_rope` with i
 theta (1e6) and no frequency scaling, whatever the config says. Llama 3.1 uses theta 5e5 with
 "llama3" scaling, Qwen3-2507 uses 5e6, so their logits would silently differ from the reference.
 The model classes below keep Tunix's modules and parameter layout; while one of them runs, its
-RoPE frequencies are published to the patched `apply_rope` (`rlexp.compat.tunix_models`, which also
-fixes their `model.remat=full`).
+RoPE frequencies are published to the fixed `apply_rope` (`rlexp.fixes.tunix_rope`). Building one installs
+Tunix's fixes (`rlexp.fixes.apply`); importing this module patches nothing.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ import numpy as np
 from tunix.models.llama3 import model as llama3_lib
 from tunix.models.qwen3 import model as qwen3_lib
 
+from rlexp import fixes
 from rlexp.compat.tunix import llama3_checkpoint_mapping, qwen3_checkpoint_mapping
-from rlexp.compat.tunix_models import patch_text_models, rope_frequencies
 from rlexp.config.schema import ModelConfig
+from rlexp.fixes.tunix_rope import rope_frequencies
 from rlexp.models.checkpoint import load_with_tunix
 
 
@@ -44,8 +45,6 @@ def rope_inv_freq(head_dim: int, theta: float, scaling: dict[str, Any] | None = 
     return tuple(float(x) for x in inv.astype(np.float32))
 
 
-patch_text_models()
-
 
 class _RopeScope:
     rope_inv_freq: tuple[float, ...]
@@ -64,6 +63,7 @@ class Qwen3(_RopeScope, qwen3_lib.Qwen3):
     """Tunix's Qwen3 with the checkpoint's RoPE theta."""
 
     def __init__(self, config: qwen3_lib.ModelConfig, *, rngs: Any) -> None:
+        fixes.apply()
         super().__init__(config, rngs=rngs)
         self.rope_inv_freq = rope_inv_freq(config.head_dim, config.rope_theta)
 
@@ -78,6 +78,7 @@ class Llama3(_RopeScope, llama3_lib.Llama3):
     """Tunix's Llama3 with the checkpoint's RoPE theta and llama3 frequency scaling."""
 
     def __init__(self, config: llama3_lib.ModelConfig, *, rngs: Any) -> None:
+        fixes.apply()
         super().__init__(config, rngs=rngs)
         scaling = dict(getattr(config, "rope_scaling", ()))
         self.rope_inv_freq = rope_inv_freq(config.head_dim, config.rope_theta, scaling)

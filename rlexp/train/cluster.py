@@ -281,9 +281,8 @@ def build_cluster(
     from tunix.rl import rl_cluster as rl
     from tunix.sft.metrics_logger import MetricsLoggerOptions
 
-    from rlexp.compat.tunix import optimizer_state_in_place, shard_inputs_in_one_call, without_progress_bar
+    from rlexp.compat.tunix import without_progress_bar
 
-    shard_inputs_in_one_call()
     t = cfg.trainer
     train_mesh, rollout_mesh = meshes
     role_to_mesh = {rl.Role.ACTOR: train_mesh, rl.Role.REFERENCE: train_mesh, rl.Role.ROLLOUT: rollout_mesh}
@@ -330,7 +329,6 @@ def build_cluster(
         actor=actor, reference=reference, tokenizer=tokenizer, cluster_config=cluster_config, perf_config=perf
     )
     without_progress_bar(cluster.actor_trainer)  # the console's progress is rlexp's (session.progress)
-    optimizer_state_in_place(cluster.actor_trainer)
     return cluster
 
 

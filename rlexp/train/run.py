@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING, NoReturn
 
 from omegaconf import DictConfig
 
-from rlexp.compat.malloc import LARGE_BUFFER, reuse_freed_memory
+from rlexp import perf
 from rlexp.config.memory import estimate_memory
 from rlexp.config.schema import RlexpConfig
 from rlexp.errors import ConfigError, RunError, print_error
+from rlexp.perf.malloc import LARGE_BUFFER, reuse_freed_memory
 from rlexp.train import distributed, heap, rundir
 
 if TYPE_CHECKING:
@@ -70,13 +71,15 @@ def add_xla_flag(name: str, value: object) -> None:
 
 
 def setup_jax(conf: RlexpConfig) -> None:
-    """Host devices and the persistent compilation cache; must run before JAX is first used."""
+    """Host devices, the persistent compilation cache and the perf patches; must run before JAX is first used."""
     processes = conf.slice.nodes * conf.slice.processes_per_node
     local_devices = conf.slice.devices // processes  # cpu-2x1: one CPU device in each of 2 processes
     if conf.slice.kind == "cpu" and local_devices > 1:
         add_xla_flag("--xla_force_host_platform_device_count", local_devices)
-    if conf.slice.kind == "cpu" and estimate_memory(conf)["activations"] >= LARGE_BUFFER:
-        reuse_freed_memory()  # before XLA:CPU starts its threads (rlexp.compat.malloc)
+    patches = list(conf.perf.patches)
+    large = conf.slice.kind == "cpu" and estimate_memory(conf)["activations"] >= LARGE_BUFFER
+    if "malloc" in patches and large and reuse_freed_memory():  # before XLA:CPU starts its threads
+        perf.applied_malloc()
     import jax
 
     if processes > 1 and not jax.distributed.is_initialized():
@@ -112,6 +115,7 @@ def setup_jax(conf: RlexpConfig) -> None:
         jax.config.update("jax_compilation_cache_dir", str(cache))
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    perf.apply(patches)  # rlexp.perf: the speed work on Tunix's code paths, each patch guarded
 
 
 def train(conf: RlexpConfig, cfg: DictConfig, run_dir: Path | str) -> float:

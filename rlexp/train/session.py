@@ -19,7 +19,7 @@ import jax
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from rlexp import storage
+from rlexp import perf, storage
 from rlexp.config.derived import loads_reference_copy
 from rlexp.config.schema import RlexpConfig
 from rlexp.config.validate import check_steps
@@ -340,6 +340,7 @@ class TrainingSession:
             "cost": summary_cost(self.conf, wall),  # estimate and actual chip-hours side by side
             # profile.steps: the trace's folder, once a trace was written (a run stopped before the window has none)
             "profile": self.profile if self.profile and storage.exists(self.profile) else None,
+            "perf": perf.summary(),  # the perf patches applied (perf.patches) and the kernels built
             "versions": rundir.versions(),
             "overrides": overrides,
         }

@@ -1,7 +1,7 @@
 """`python -m rlexp model.dtype=bfloat16`: bf16 compute over float32 weights trains end to end on CPU, with and
 without LoRA.
 
-The projections then multiply through rlexp.compat.tunix_models.matmul_f32_accumulate (tested there against
+The projections then multiply through rlexp.perf.bf16_gemm.matmul_f32_accumulate (tested there against
 Tunix's bf16 values); this runs the user's command through the sampler, the learner and a checkpoint.
 """
 

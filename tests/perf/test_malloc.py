@@ -1,4 +1,4 @@
-"""rlexp.compat.malloc: a training process whose activations are large sets glibc up so that a large block freed
+"""rlexp.perf.malloc: a training process whose activations are large sets glibc up so that a large block freed
 by a worker thread is reused by the next allocation, already faulted in, as XLA:CPU's per-execution buffers
 are; a small one keeps glibc's defaults (glibc only)."""
 
@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from rlexp.compat.malloc import _glibc
+from rlexp.perf.malloc import _glibc
 from tests.helpers import REPO
 
 pytestmark = pytest.mark.skipif(_glibc() is None, reason="glibc's mallopt only (Linux); elsewhere nothing is set")
@@ -83,7 +83,7 @@ def test_a_large_model_on_cpu_reuses_a_freed_block_without_faults() -> None:
 
 @pytest.mark.parametrize(
     ("overrides", "env"),
-    [([], {}), (COMPUTE, {"RLEXP_MALLOC": "default"})],
+    [([], {}), ([*COMPUTE, "perf.patches=[token_rows]"], {})],
     ids=["small_model", "opted_out"],
 )
 def test_otherwise_glibc_faults_the_block_in_every_time(overrides: list[str], env: dict[str, str]) -> None:

@@ -1,5 +1,5 @@
-"""Decode attention on CPU as one XLA custom call (`decode_attention.cc`), built on first use with the system's
-C++ compiler.
+"""Patch `decode_attention`: on one CPU device, Qwen3's one-token decoding steps attend through a C++ XLA custom
+call (`decode_attention.cc`), built on first use with the system's C++ compiler.
 
 During a rollout, every decoding step attends one new token per row over each layer's KV cache. XLA:CPU lowers
 Tunix's form of this (two einsums around a masked softmax) by copying each layer's K and V cache head-major,
@@ -10,8 +10,10 @@ positions the mask lets a row attend to: on average half the slots, since a roll
 
 It has the same arithmetic as Tunix's form: float32 accumulation, rounded to bf16 where Tunix's bf16 einsums
 round. Only the summation order differs, by ~1e-7 relative in float32. It is used on a single CPU device, for
-float32 or bfloat16 caches. Everywhere else, Tunix's form runs: without a C++ compiler (`CXX`, else `c++`),
-on a sharded mesh, under autodiff, or with `RLEXP_DECODE_ATTENTION=off`.
+float32 or bfloat16 caches. Everywhere else, Tunix's block runs: on a sharded mesh, in prefill and training, or
+when the kernel cannot be built (no C++ compiler: `CXX`, else `c++`), which is said once at WARNING with the
+reason. The patched block mirrors Tunix 0.1.7's up to its attention (projections, norms, RoPE, the cache row
+written at `end_index`), so it is guarded by the fingerprint of that block.
 
 The shared library is cached under `$XDG_CACHE_HOME/rlexp/kernels` (default `~/.cache`). Its name is keyed by
 the source, jaxlib's FFI headers and this CPU's flags, because it is built with `-march=native`.
@@ -31,8 +33,16 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
+from tunix.models.qwen3 import model as qwen3_lib
+
+from rlexp.compat import patching
+from rlexp.compat.patching import PERF_KEY
 
 log = logging.getLogger(__name__)
+
+NAME = "decode_attention"
+BLOCK = patching.Target(qwen3_lib.Attention, "block", "53570c21f54f1f15")
 
 SOURCE = Path(__file__).with_name("decode_attention.cc")
 # cache dtype -> (XLA custom-call target, the handler's symbol in the library)
@@ -79,9 +89,7 @@ def build(target: Path) -> None:
 
 @functools.cache
 def _registered() -> bool:
-    """Build (once per machine) and register the kernel; False, with the reason logged, when it cannot be."""
-    if os.environ.get("RLEXP_DECODE_ATTENTION", "on").lower() in ("off", "0", "false"):
-        return False
+    """Build (once per machine) and register the kernel; False, with the reason logged once, when it cannot be."""
     try:
         path = library_path()
         if not path.exists():
@@ -91,9 +99,18 @@ def _registered() -> bool:
             jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(getattr(lib, symbol)), platform="cpu")
     except (OSError, subprocess.SubprocessError, AttributeError) as err:
         detail = getattr(err, "stderr", "") or err
-        log.info("decode attention kernel unavailable, Tunix's attention runs instead: %s", str(detail)[-500:])
+        unavailable.append(str(detail).strip()[-500:])
+        log.warning("decode attention kernel unavailable, Tunix's attention runs instead: %s", unavailable[0])
         return False
     return True
+
+
+unavailable: list[str] = []  # why the kernel could not be built in this process, once it was tried
+
+
+def tried() -> bool:
+    """Whether this process tried to build and register the kernel."""
+    return _registered.cache_info().currsize > 0
 
 
 def applies(cache_dtype) -> bool:
@@ -113,3 +130,32 @@ def decode_attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, 
         raise RuntimeError("the decode attention kernel is not available here; check `applies` first")
     call = jax.ffi.ffi_call(_KERNELS[q.dtype][0], jax.ShapeDtypeStruct(q.shape, q.dtype))
     return call(q, k, v, mask.astype(jnp.bool_), scale=np.float32(scale))
+
+
+def _decode_attention_block(tunix_block):
+    """Qwen3's attention block, whose one-token decoding steps on one CPU device attend through the kernel."""
+
+    def block(self, x, segment_pos, cache, attn_mask, segment_ids=None):
+        decoding = cache is not None and x.shape[1] == 1 and attn_mask is not None and attn_mask.ndim == 3
+        if not decoding or not applies(cache["k"].dtype):
+            return tunix_block(self, x, segment_pos, cache, attn_mask, segment_ids)
+        query = qwen3_lib.apply_rope(self.q_norm(self.q_proj(x)), segment_pos, head_dim=self.head_dim)
+        key = qwen3_lib.apply_rope(self.k_norm(self.k_proj(x)), segment_pos, head_dim=self.head_dim)
+        value = self.v_proj(x)
+        if not query.dtype == key.dtype == value.dtype == cache["k"].dtype:  # e.g. an adapter's promotion
+            return tunix_block(self, x, segment_pos, cache, attn_mask, segment_ids)
+        slot = (0, cache["end_index"][0] % cache["v"].shape[1], 0, 0)
+        key = lax.dynamic_update_slice(cache["k"], key, slot)
+        value = lax.dynamic_update_slice(cache["v"], value, slot)
+        b, _, heads, dim = query.shape
+        kv_heads = key.shape[2]
+        grouped = query.reshape(b, kv_heads, heads // kv_heads, dim)
+        out = decode_attention(grouped, key, value, attn_mask[:, 0, :], self.scale)
+        new_cache = {"v": value, "k": key, "end_index": cache["end_index"] + 1}
+        return new_cache, self.o_proj(out.reshape(b, 1, heads, dim))
+
+    return block
+
+
+def install(off: str) -> None:
+    patching.install(NAME, [(BLOCK, 10, _decode_attention_block)], off, PERF_KEY)

@@ -1,4 +1,4 @@
-// One decoding step of grouped-query attention over a KV cache, for XLA:CPU (rlexp/compat/decode_attention.py).
+// One decoding step of grouped-query attention over a KV cache, for XLA:CPU (rlexp/perf/decode_attention.py).
 //
 //   q    [B, KV, G, D]  the step's queries, grouped by the KV head they read (query head = kv * G + g)
 //   k, v [B, S, KV, D]  the layer's cache, this step's row already written

@@ -1,4 +1,4 @@
-"""glibc's malloc told to keep and reuse freed memory, for XLA:CPU's per-execution buffers.
+"""Patch `malloc`: glibc's malloc told to keep and reuse freed memory, for XLA:CPU's per-execution buffers.
 
 XLA:CPU allocates each program's temporary buffer with `malloc` on every execution and frees it after: on the
 compute workload of benchmarks/README.md the train step's is 738 MB. glibc serves a block that large with a
@@ -16,14 +16,13 @@ the same run. For small models it costs: the embedded default's buffers are a fe
 and with one arena its cold run took 27-30 s instead of 25 s (steps 38-41 vs 30-33 ms; threads contend for the
 one heap). So a training process on a CPU slice sets this (`rlexp.train.run.setup_jax`) only when its estimated
 activations (`rlexp.config.memory`) reach `LARGE_BUFFER`, the size above which a thread's arena maps each block
-afresh; on glibc only (elsewhere nothing changes). `RLEXP_MALLOC=default` leaves glibc's defaults.
+afresh; on glibc only (elsewhere nothing changes). Leaving `malloc` out of `perf.patches` keeps glibc's defaults.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import os
 
 # mallopt parameters (glibc malloc.h)
 M_TRIM_THRESHOLD = -1
@@ -43,8 +42,6 @@ def _glibc() -> ctypes.CDLL | None:
 
 def reuse_freed_memory() -> bool:
     """Apply the settings above; True when glibc took all three. Call before any thread is started."""
-    if os.environ.get("RLEXP_MALLOC") == "default":
-        return False
     libc = _glibc()
     if libc is None:
         return False

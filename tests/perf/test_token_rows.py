@@ -1,11 +1,9 @@
-"""rlexp.compat.tunix_models: the token-rows projections on CPU give Tunix's values and gradients, in 2-D dots;
+"""rlexp.perf.token_rows and bf16_gemm: the token-rows projections on CPU give Tunix's values and gradients, in 2-D dots;
 with a bf16 compute dtype every projection dot takes bf16 operands to an f32 result (the CPU's bf16 GEMM)."""
 
 from __future__ import annotations
 
 import inspect
-import re
-from pathlib import Path
 
 import jax
 import jax.extend
@@ -16,10 +14,11 @@ from flax import nnx
 from jax.sharding import AxisType, Mesh
 from tunix.models.qwen3 import model as qwen3_lib
 
-from rlexp.compat import tunix_models
-from rlexp.compat.tunix_models import matmul_f32_accumulate, token_rows_spec
 from rlexp.models.loader import load_model
-from tests.helpers import compiled_programs, compose_conf
+from rlexp.perf import platform as perf_platform
+from rlexp.perf.bf16_gemm import matmul_f32_accumulate
+from rlexp.perf.token_rows import token_rows_spec
+from tests.helpers import compose_conf
 
 
 @pytest.mark.parametrize(
@@ -87,7 +86,7 @@ def _projections_contracting_two_dims(model, tokens) -> int:
 def test_projections_on_token_rows_match_tunix(monkeypatch: pytest.MonkeyPatch) -> None:
     conf = compose_conf()
     mesh = Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("fsdp", "tp"), axis_types=(AxisType.Auto,) * 2)
-    model = load_model(conf.model, mesh)  # the builtin tiny Qwen3 (imports rlexp.models.tunix_text: patched)
+    model = load_model(conf.model, mesh)  # the builtin tiny Qwen3 (the perf patches: tests/perf/conftest.py)
     tokens = jnp.asarray(np.random.default_rng(0).integers(3, conf.model.vocab_size, size=(4, 9)), jnp.int32)
 
     patched_loss, patched_grads = nnx.value_and_grad(_loss)(model, tokens)
@@ -189,7 +188,7 @@ def test_lora_on_bf16_projections_keeps_the_kv_cache_dtype(platform: str, monkey
     from rlexp.models.lora import apply_lora
 
     if platform == "other":  # Tunix's own projections, as on TPU and GPU
-        monkeypatch.setattr(tunix_models, "_on_cpu", lambda: False)
+        monkeypatch.setattr(perf_platform, "on_cpu", lambda: False)
     conf = compose_conf(["model.dtype=bfloat16", "trainer.lora.rank=4"])
     model = apply_lora(load_model(conf.model, None), conf.trainer.lora, None)
     b, n, size = 2, 5, 16
@@ -200,66 +199,3 @@ def test_lora_on_bf16_projections_keeps_the_kv_cache_dtype(platform: str, monkey
     logits, cache = model(tokens, positions, cache, mask)
     assert {cache[layer][kv].dtype for layer in cache for kv in ("k", "v")} == {jnp.dtype(jnp.bfloat16)}
     assert jnp.isfinite(logits.astype(jnp.float32)).all()
-
-
-# RoPE: the table of every position's sines and cosines (CPU) against the per-call computation
-INV_FREQ = tuple(float(f) for f in (1 / 10_000 ** (np.arange(0, 64, 2) / 64)).astype(np.float32))
-LEFT_PADDED = jnp.maximum(jnp.arange(72)[None] - 5 * jnp.arange(4)[:, None], 0)  # [4, 72], as Tunix's positions
-
-
-def _rotate(x: jax.Array, positions: jax.Array, table_positions: int) -> jax.Array:
-    tunix_models.patch_text_models()  # idempotent: the patched apply_rope, whatever imported this module first
-    assert getattr(qwen3_lib.apply_rope, "rlexp_patched", False)
-    with tunix_models.rope_frequencies(INV_FREQ, table_positions):
-        return qwen3_lib.apply_rope(x, positions, head_dim=x.shape[-1])
-
-
-def _compiled(table_positions: int, x: jax.Array, positions: jax.Array = LEFT_PADDED) -> str:
-    return jax.jit(lambda x: _rotate(x, positions, table_positions)).lower(x).compile().as_text()
-
-
-@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
-def test_rope_table_gives_the_per_call_bits(dtype) -> None:
-    x = jax.random.normal(jax.random.key(0), (4, 72, 8, 64), dtype)
-    per_call = jax.jit(lambda x: _rotate(x, LEFT_PADDED, 0))(x)
-    table = jax.jit(lambda x: _rotate(x, LEFT_PADDED, 128))(x)
-    assert per_call.dtype == table.dtype == dtype
-    np.testing.assert_array_equal(np.asarray(table, np.float32), np.asarray(per_call, np.float32))
-    decoding = LEFT_PADDED[:, -1:] + 50  # one token per row, far into the table
-    np.testing.assert_array_equal(
-        np.asarray(jax.jit(lambda x: _rotate(x, decoding, 128))(x[:, :1]), np.float32),
-        np.asarray(jax.jit(lambda x: _rotate(x, decoding, 0))(x[:, :1]), np.float32),
-    )
-    if dtype == jnp.float32:
-
-        def grad(table_positions):
-            return jax.jit(jax.grad(lambda x: (_rotate(x, LEFT_PADDED, table_positions) ** 2).sum()))(x)
-
-        np.testing.assert_array_equal(np.asarray(grad(128)), np.asarray(grad(0)))
-
-
-def test_rope_table_leaves_no_sine_in_the_program() -> None:
-    x = jnp.ones((4, 72, 8, 64), jnp.float32)
-    assert " sine(" in _compiled(0, x)  # XLA:CPU computes it per element of x, inside the rotation
-    assert " sine(" not in _compiled(128, x) and " cosine(" not in _compiled(128, x)
-    long_context = tunix_models.ROPE_TABLE_LIMIT // len(INV_FREQ) + 1
-    assert " sine(" in _compiled(long_context, x)  # too large to embed: the per-call path
-
-
-def test_rope_past_the_table_is_nan_not_a_wrong_rotation() -> None:
-    out = _rotate(jnp.ones((1, 2, 1, 64)), jnp.array([[7, 8]]), 8)
-    assert bool(jnp.isfinite(out[0, 0]).all()) and bool(jnp.isnan(out[0, 1]).all())
-
-
-def test_rope_table_is_cpu_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tunix_models, "_on_cpu", lambda: False)  # TPU and GPU keep the per-call computation
-    assert " sine(" in _compiled(128, jnp.ones((4, 72, 8, 64), jnp.float32))
-
-
-def test_the_user_command_s_programs_compute_no_sine(tmp_path: Path) -> None:
-    """`python -m rlexp` as typed: its decoding step and train step read RoPE's table (no sine or cosine of an
-    array left in XLA's optimized programs; the same run's numbers are pinned by tests/train/test_pinned_metrics.py)."""
-    programs = compiled_programs(tmp_path, "train_step|decode_fn", steps=1)
-    assert any("train_step" in name for name in programs) and any("decode_fn" in name for name in programs)
-    on_arrays = re.compile(r"= \w+\[\d[\d,]*\]\S* (sine|cosine)\(")  # not the learning rate's scalar cosine
-    assert not [name for name, text in programs.items() if on_arrays.search(text)]

@@ -1,9 +1,10 @@
-"""rlexp.compat.decode_attention: a Qwen3 decoding step on CPU attends through the C++ kernel and gives Tunix's
+"""rlexp.perf.decode_attention: a Qwen3 decoding step on CPU attends through the C++ kernel and gives Tunix's
 values (bf16: the same bits; f32: within summation order), and Tunix's attention runs when no compiler is there."""
 
 from __future__ import annotations
 
 import inspect
+import logging
 from pathlib import Path
 
 import jax
@@ -13,8 +14,9 @@ import pytest
 from flax import nnx
 from tunix.models.qwen3 import model as qwen3_lib
 
-from rlexp.compat import decode_attention
+from rlexp import perf
 from rlexp.models.loader import load_model
+from rlexp.perf import decode_attention
 from tests.helpers import compiled_programs, compose_conf
 
 PROMPT, SLOTS = 5, 12
@@ -89,27 +91,37 @@ def test_prefill_and_training_keep_tunix_attention() -> None:
     assert "rlexp_decode_attention" not in jax.jit(jax.grad(loss)).lower(state).as_text()
 
 
-def test_without_a_compiler_tunix_attention_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_a_compiler_tunix_attention_runs_and_says_why_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     decode_attention._registered.cache_clear()
+    decode_attention.unavailable.clear()
     try:
         model = load_model(compose_conf([]).model, None)
-        _, _, text = _decode_step(model, jnp.dtype("float32"))
-        assert "rlexp_decode_attention" not in text
+        with caplog.at_level(logging.WARNING, logger=decode_attention.__name__):
+            for _ in range(2):
+                _, _, text = _decode_step(model, jnp.dtype("float32"))
+                assert "rlexp_decode_attention" not in text
+        warned = [r for r in caplog.records if r.name == decode_attention.__name__]
+        assert len(warned) == 1 and warned[0].levelno == logging.WARNING
+        assert "no-such-compiler" in warned[0].getMessage()  # the reason: the compiler that is missing
+        assert perf.kernel_status()["decode_attention"].startswith("unavailable: ")
         assert not list((tmp_path / "cache").rglob("*.so*"))  # no partial library left for a later run to load
     finally:
         decode_attention._registered.cache_clear()
+        decode_attention.unavailable.clear()
 
 
-def test_turned_off_by_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RLEXP_DECODE_ATTENTION", "off")
-    decode_attention._registered.cache_clear()
+def test_left_out_of_perf_patches_tunix_attention_runs() -> None:
+    perf.apply([p for p in perf.PATCHES if p != "decode_attention"])
     try:
+        assert not hasattr(qwen3_lib.Attention.block, "rlexp_patch")  # Tunix's own block, the same object
         _, _, text = _decode_step(load_model(compose_conf([]).model, None), jnp.dtype("float32"))
         assert "rlexp_decode_attention" not in text
     finally:
-        decode_attention._registered.cache_clear()
+        perf.apply(perf.PATCHES)
 
 
 def test_the_user_command_decodes_through_the_kernel(tmp_path: Path) -> None:

@@ -1,0 +1,20 @@
+"""Correctness fixes of pinned libraries: where a library's own behaviour gives wrong results for rlexp's models.
+
+Each module names the upstream behaviour it fixes and the library functions it replaces, guarded by their
+source fingerprints (`rlexp.compat.patching`). Fixes are always on: `apply()` installs them where rlexp builds a
+model (`rlexp.models.tunix_text`, `rlexp.models.gemma4`), never as a side effect of an import. Speed work lives
+in `rlexp.perf`, switched by `perf.patches`.
+"""
+
+from __future__ import annotations
+
+FIXES = ("tunix_rope", "tunix_remat", "tunix_lora_dtype")
+
+
+def apply() -> None:
+    """Install every fix (idempotent)."""
+    from rlexp.fixes import tunix_lora_dtype, tunix_remat, tunix_rope
+
+    tunix_rope.install()
+    tunix_remat.install()
+    tunix_lora_dtype.install()
