@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from rlexp.config.hardware import tpu_slice
-from rlexp.launch.check import check_jobset
+from rlexp.launch.jobset_checks import check_jobset
 from tests.helpers import REPO
 from tests.launch.conftest import run_cli
 
