@@ -52,11 +52,6 @@ class ConfigError(RlexpError):
         super().__init__(f"{key}={value!r}: {fix}")
 
 
-def file_error(path: Any, what: str, fix: str) -> RunError:
-    """`<path>: <what>; <fix>` for a file or folder that cannot be used (exit status 1)."""
-    return RunError(f"{path}: {what}; {fix}")
-
-
 @contextlib.contextmanager
 def user_errors_from_resolvers() -> Iterator[None]:
     """A ConfigError raised inside a resolver (e.g. a topology that contradicts the slice name) reaches

@@ -1,4 +1,4 @@
-"""`python -m rlexp.validate <overrides>`: the preflight before a launch (rlexp.checks.preflight).
+"""`python -m rlexp.validate <overrides>`: the preflight before a launch (rlexp.checks.data_preflight).
 
 Checks the config, loads the dataset, renders `validate.rows` prompts, samples completions (or reads
 `validate.completions`) and calls every reward; writes `validation.json` to the run dir. Exit status 1
@@ -23,7 +23,8 @@ def main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
     from rlexp.checks import check_config
-    from rlexp.checks.preflight import preflight, print_summary, read_completions
+    from rlexp.checks.data_preflight import preflight, print_summary
+    from rlexp.checks.reward_preflight import read_completions
 
     conf = to_config(cfg)
     # Stop at the first input error, before the dataset or a model is loaded: one line, exit 2 (1 for a

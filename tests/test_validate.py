@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from rlexp.checks import check_config
-from rlexp.checks.preflight import preflight, print_summary
+from rlexp.checks.data_preflight import preflight, print_summary
 from rlexp.data.templates import doubled_markers, render_prompt
 from tests.helpers import REPO, compose_conf
 

@@ -2,8 +2,8 @@
 
 `check_config` is the one call the entry points, the launchers and the trainer make before anything
 is loaded: the config layer's rules (types, ranges, mesh, memory, context length), plus the names that
-only the registries of the data and reward layers know. The preflight (`rlexp.checks.preflight`)
-then loads rows, renders prompts and scores completions.
+only the registries of the data and reward layers know. The preflight (`rlexp.checks.data_preflight`)
+then loads rows and renders prompts, and `rlexp.checks.reward_preflight` scores completions.
 """
 
 from __future__ import annotations

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 from rlexp.errors import ConfigError
 
@@ -159,10 +158,6 @@ def tpu_slice_node() -> object:
     node.rollout_devices = f"${{rlexp.tpu:rollout_devices,{args}}}"
     node.hbm_gib_per_device = f"${{rlexp.tpu:hbm_gib_per_chip,{args}}}"
     return node
-
-
-def known_slices(conf_dir: str | Path) -> list[str]:
-    return sorted(p.stem for p in (Path(conf_dir) / "slice").glob("*.yaml"))
 
 
 def tpu_slice_yaml(name: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from rlexp.config.derived import resolve_mesh
-from rlexp.config.families import check_model_option
+from rlexp.config.family_rules import check_model_option
 from rlexp.config.memory import check_fits
 from rlexp.config.schema import RlexpConfig, TrainerConfig
 from rlexp.config.values import check_values

@@ -77,7 +77,7 @@ class SweepCallback(Callback):
     # ---- multirun (submitting process) ----
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         try:
-            from rlexp.launch.slurm import check_launcher
+            from rlexp.launch.slurm_cluster import check_launcher
 
             check_launcher(config)  # a Slurm that cannot take the jobs: one line, before sweep.json is written
             self._start(config)

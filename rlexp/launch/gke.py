@@ -22,8 +22,8 @@ from omegaconf import DictConfig, OmegaConf
 from rlexp.config.hardware import tpu_slice
 from rlexp.config.launcher import PLACEHOLDER_IMAGE, GkeLauncherConf, check_settings
 from rlexp.errors import ConfigError, RlexpError, user_errors_from_resolvers
-from rlexp.launch import preflight
-from rlexp.launch.check import check_jobset
+from rlexp.launch import prelaunch
+from rlexp.launch.jobset_checks import check_jobset
 from rlexp.launch.manifest import PLACEHOLDER_ROOT, SPEC_HASH, JobSpec, render
 from rlexp.launch.names import check_name, jobset_name, unique_names
 from rlexp.launch.yaml_text import dump as dump_yaml
@@ -134,13 +134,13 @@ def prepare(jobs: Sequence[Job], conf: GkeLauncherConf, *, single: bool = False)
             "<registry>/rlexp@sha256:... (or env RLEXP_IMAGE)",
         )
     root = (conf.output_root or PLACEHOLDER_ROOT).rstrip("/")
-    shared = preflight.SharedChecks(allow_downloads=False)
+    shared = prelaunch.SharedChecks(allow_downloads=False)
     out: list[Rendered] = []
     for job in jobs:
         try:
             resolved = job.resolved
             typed = to_config(resolved)
-            preflight.check_job(typed, conf.pathways)
+            prelaunch.check_job(typed, conf.pathways)
             if conf.preflight:
                 shared.run_once(typed, job.raw, job.out_dir)
             tpu = tpu_slice(typed.slice.name, typed.slice.topology)

@@ -1,7 +1,8 @@
 """Following what rlexp's launchers submitted: status, logs and cancel (the commands of `python -m rlexp.jobs`).
 
 Jobs are found through the `launcher.json` each job's output dir holds: a JobSet (name, namespace, kube context)
-from the GKE launcher, or a Slurm job (job id, log files) from `hydra/launcher=slurm` (rlexp.launch.slurm).
+from the GKE launcher, or a Slurm job (job id, log files) from `hydra/launcher=slurm`
+(rlexp.launch.slurm_jobs).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 
 from rlexp.errors import RlexpError, RunError
-from rlexp.launch import slurm
+from rlexp.launch import slurm_jobs
 
 
 @dataclass
@@ -103,9 +104,9 @@ def format_table(
 
 
 def cmd_status(a: argparse.Namespace) -> int:
-    records = slurm.find_records(a.target)
+    records = slurm_jobs.find_records(a.target)
     if records is not None:
-        print(format_table(slurm.status_rows(records), slurm.HEADER))
+        print(format_table(slurm_jobs.status_rows(records), slurm_jobs.HEADER))
         return 0
     print(format_table(status_rows(find_handles(a.target, a.namespace, a.context))))
     return 0
@@ -114,11 +115,11 @@ def cmd_status(a: argparse.Namespace) -> int:
 def cmd_logs(a: argparse.Namespace) -> int:
     from rlexp.launch.k8s import connect
 
-    records = slurm.find_records(a.target)
+    records = slurm_jobs.find_records(a.target)
     if records is not None:
         if len(records) != 1:
             raise RlexpError(f"{a.target} holds {len(records)} jobs; give one job dir or Slurm job id")
-        slurm.stream_log(records[0], follow=not a.no_follow)
+        slurm_jobs.stream_log(records[0], follow=not a.no_follow)
         return 0
     handles = find_handles(a.target, a.namespace, a.context)
     if len(handles) != 1:
@@ -137,9 +138,9 @@ def cmd_logs(a: argparse.Namespace) -> int:
 def cmd_cancel(a: argparse.Namespace) -> int:
     from rlexp.launch.k8s import connect
 
-    records = slurm.find_records(a.target)
+    records = slurm_jobs.find_records(a.target)
     if records is not None:
-        for line in slurm.cancel_jobs(records):
+        for line in slurm_jobs.cancel_jobs(records):
             print(line)
         return 0
     clusters: dict[str | None, object] = {}

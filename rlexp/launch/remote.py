@@ -28,7 +28,7 @@ def launch_remotely(cfg: DictConfig) -> tuple[bool, Any]:
         from rlexp.launch.gke import launch_single
 
         return True, launch_single(cfg)
-    from rlexp.launch.slurm import is_slurm_launcher
+    from rlexp.launch.slurm_cluster import is_slurm_launcher
 
     if "submitit" in target or is_slurm_launcher(target):
         raise RlexpError("Slurm submission runs through Hydra's multirun: add -m (one job per override combination)")

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rlexp.config.families import check_source
+from rlexp.config.family_rules import check_source
 from rlexp.config.schema import ModelConfig
 from rlexp.errors import ConfigError, RunError
 
@@ -49,7 +49,7 @@ def check_model_dir(cfg: ModelConfig) -> None:
     if not cfg.path or "://" in cfg.path:
         return
     from rlexp.models.checkpoint import safetensors_files
-    from rlexp.models.families import check_hf_config, read_hf_config
+    from rlexp.models.hf_config import check_hf_config, read_hf_config
 
     folder = str(resolve_model_dir(cfg))
     check_hf_config(cfg, read_hf_config(folder), folder)
@@ -65,7 +65,8 @@ def check_model_dir(cfg: ModelConfig) -> None:
 def load_model(cfg: ModelConfig, mesh: Any) -> Any:
     """The nnx module with the checkpoint's weights, sharded on `mesh`."""
     folder = resolve_model_dir(cfg)
-    from rlexp.models.families import build_model, check_hf_config, read_hf_config
+    from rlexp.models.builders import build_model
+    from rlexp.models.hf_config import check_hf_config, read_hf_config
 
     # config.json must agree with the option (layers, heads, vocab, ...); the error names every mismatch
     check_hf_config(cfg, read_hf_config(str(folder)), str(folder))

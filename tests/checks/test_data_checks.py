@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlexp.checks.preflight import preflight
+from rlexp.checks.data_preflight import preflight
 from tests.helpers import REPO, compose_conf
 from tests.launch.conftest import run_cli
 

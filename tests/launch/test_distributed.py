@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rlexp.launch.check import SCHEMA_PATH
+from rlexp.launch.jobset_checks import SCHEMA_PATH
 from rlexp.train.distributed import initialize
 from tests.helpers import REPO
 

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from rlexp.config.hardware import tpu_slice
-from rlexp.launch.check import check_jobset
+from rlexp.launch.jobset_checks import check_jobset
 from tests.helpers import REPO
 from tests.launch.conftest import run_cli
 
@@ -193,7 +193,7 @@ def test_unknown_slice_lists_the_valid_ones() -> None:
 def test_shared_preflight_runs_once_per_sweep(
     tmp_path: Path, make_launcher: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import rlexp.checks.preflight
+    import rlexp.checks.data_preflight
 
     calls: list[dict] = []
 
@@ -201,7 +201,7 @@ def test_shared_preflight_runs_once_per_sweep(
         calls.append({"out_dir": out_dir, "allow_downloads": allow_downloads})
         return {"ok": True, "checks": [{"name": "completions", "status": "skipped"}], "skipped": ["weights not here"]}
 
-    monkeypatch.setattr(rlexp.checks.preflight, "preflight", fake_preflight)
+    monkeypatch.setattr(rlexp.checks.data_preflight, "preflight", fake_preflight)
     launcher = make_launcher(tmp_path, "model=gemma4_e4b", "slice=v6e-32", "hydra.launcher.dry_run=true")  # type: ignore[operator]
     rets = launcher.launch([["model=gemma4_e4b", "slice=v6e-32", f"seed={s}"] for s in range(6)], initial_job_idx=0)
     assert len(rets) == 6
@@ -211,11 +211,11 @@ def test_shared_preflight_runs_once_per_sweep(
 def test_failed_preflight_stops_the_launch(
     tmp_path: Path, make_launcher: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import rlexp.checks.preflight
+    import rlexp.checks.data_preflight
     from rlexp.errors import RlexpError
 
     monkeypatch.setattr(
-        rlexp.checks.preflight,
+        rlexp.checks.data_preflight,
         "preflight",
         lambda cfg, out_dir, allow_downloads=True: {
             "ok": False,
@@ -260,7 +260,7 @@ def test_dry_run_record_and_kueue_labels(tmp_path: Path, make_launcher: object) 
 def test_remote_data_not_cached_here_is_skipped_not_failed(
     tmp_path: Path, make_launcher: object, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
-    import rlexp.checks.preflight
+    import rlexp.checks.data_preflight
 
     def offline_preflight(cfg: object, out_dir: str, *, allow_downloads: bool = True) -> dict:
         checks = [
@@ -270,7 +270,7 @@ def test_remote_data_not_cached_here_is_skipped_not_failed(
         ]
         return {"ok": False, "checks": checks, "skipped": []}
 
-    monkeypatch.setattr(rlexp.checks.preflight, "preflight", offline_preflight)
+    monkeypatch.setattr(rlexp.checks.data_preflight, "preflight", offline_preflight)
     ov = ["model=gemma4_e4b", "slice=v6e-32", "dataset.source=someone/hub-dataset"]
     launcher = make_launcher(tmp_path, *ov, "hydra.launcher.dry_run=true")  # type: ignore[operator]
     rets = launcher.launch([ov], initial_job_idx=0)

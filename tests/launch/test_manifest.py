@@ -8,7 +8,7 @@ import pytest
 
 from rlexp.config.hardware import tpu_slice
 from rlexp.config.launcher import GkeLauncherConf
-from rlexp.launch.check import ManifestError, check_jobset, rule_errors, schema_errors
+from rlexp.launch.jobset_checks import ManifestError, check_jobset, rule_errors, schema_errors
 from rlexp.launch.manifest import COMMAND, JobSpec, render
 
 

@@ -120,7 +120,7 @@ def test_slurm_job_records_its_job_id(tmp_path, monkeypatch) -> None:  # type: i
 
 
 def test_the_last_error_line_of_a_job(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from rlexp.launch.slurm import last_error_line
+    from rlexp.launch.slurm_logs import last_error_line
 
     err, out = tmp_path / "0.err", tmp_path / "0.out"
     err.write_text("rlexp: step 2/4 reward 0.3\nsrun: error: vm: task 1: Killed\nsrun: Force Terminated StepId=9.0\n")
@@ -133,7 +133,8 @@ def test_the_last_error_line_of_a_job(tmp_path) -> None:  # type: ignore[no-unty
 
 
 def test_slurm_states_and_array_tasks() -> None:
-    from rlexp.launch.slurm import _array_tasks, rlexp_state
+    from rlexp.launch.slurm_jobs import rlexp_state
+    from rlexp.launch.slurm_queue import array_tasks
 
     assert [rlexp_state(s) for s in ("PENDING", "REQUEUED", "RUNNING", "COMPLETING", "COMPLETED")] == [
         "pending",
@@ -149,7 +150,7 @@ def test_slurm_states_and_array_tasks() -> None:
         "failed",
         "cancelled",
     ]
-    assert _array_tasks("0-2,7%2") == ["0", "1", "2", "7"] and _array_tasks("N/A") == []
+    assert array_tasks("0-2,7%2") == ["0", "1", "2", "7"] and array_tasks("N/A") == []
 
 
 def test_an_error_crosses_processes_with_its_fields() -> None:
@@ -228,57 +229,3 @@ def test_a_stopped_slurm_job_leaves_without_a_result_and_requeues_itself_before_
         leave_for_requeue(err, stop)
     assert exited.value.code == 0 and calls.read_text() == "requeue 9_1\n"
     assert "rlexp: requeued Slurm job 9_1 before its time limit" in capsys.readouterr().err
-
-
-class _Task:
-    def __init__(self, folder, t: int) -> None:  # type: ignore[no-untyped-def]
-        from types import SimpleNamespace
-
-        self.paths = SimpleNamespace(result_pickle=folder / f"{t}_result.pkl", stderr=folder / f"{t}.err")
-
-
-class _Submitted:
-    """What rlexp reads of submitit's Job: its tasks' result files."""
-
-    num_tasks = 2
-
-    def __init__(self, folder) -> None:  # type: ignore[no-untyped-def]
-        self.folder = folder
-
-    def task(self, t: int) -> _Task:
-        return _Task(self.folder, t)
-
-    def finish(self) -> None:
-        import pickle
-
-        for t in range(self.num_tasks):
-            self.task(t).paths.result_pickle.write_bytes(pickle.dumps(("success", f"result of task {t}")))
-
-
-@pytest.mark.parametrize("requeued_after_the_run", [False, True])
-def test_a_result_is_not_judged_by_a_state_squeue_gave_before_it(
-    tmp_path, monkeypatch, requeued_after_the_run: bool
-) -> None:  # type: ignore[no-untyped-def]
-    """A job that ends within a second of starting was still PENDING at the last squeue; that answer predates its
-    result and must not read as a requeue (rlexp cancelled such a job, and its error became `tasks 0-1:
-    Terminated`). A requeue that squeue reports after the result does cancel the rerun."""
-    from rlexp.launch import slurm
-
-    submitted = _Submitted(tmp_path)
-    job = slurm.SlurmJob(0, [], tmp_path, "t", submitted=submitted, handle="9_0")
-    answers = []
-
-    def queue_states(handles):  # type: ignore[no-untyped-def]
-        # the job starts and ends right after squeue's first answer; later answers see it ended (or requeued)
-        answers.append("PENDING" if not answers or requeued_after_the_run else "COMPLETED")
-        if len(answers) == 1:
-            submitted.finish()
-        return {"9_0": (answers[-1], "None")}
-
-    cancelled = []
-    monkeypatch.setattr(slurm, "queue_states", queue_states)
-    monkeypatch.setattr(slurm, "cancel", lambda handles: cancelled.extend(handles))
-    slurm._wait([job])
-    assert job.outcome == "result of task 0"
-    assert len(answers) == 2  # squeue was asked again once the result was there
-    assert cancelled == (["9_0"] if requeued_after_the_run else [])

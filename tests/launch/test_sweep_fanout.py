@@ -177,21 +177,24 @@ def _manifests(n: int) -> list[dict]:
 
 
 def test_schema_shape_cache_agrees_with_the_full_validation() -> None:
-    from rlexp.launch import check
+    from rlexp.launch import jobset_checks
 
     first, *others = _manifests(4)
-    assert check.schema_errors(first) == []  # validated in full, then remembered by shape
-    assert all(check._SHAPES.is_valid(m) for m in others)
+    assert jobset_checks.schema_errors(first) == []  # validated in full, then remembered by shape
+    assert all(jobset_checks._SHAPES.is_valid(m) for m in others)
     bad = copy.deepcopy(others[0])
     bad["spec"]["successPolicy"]["operator"] = "Most"  # same shape, a value the enum refuses
-    assert not check._SHAPES.is_valid(bad)
-    assert check.schema_errors(bad) == [
-        e for e in (f"{'.'.join(map(str, x.absolute_path))}: {x.message}" for x in check._validator().iter_errors(bad))
+    assert not jobset_checks._SHAPES.is_valid(bad)
+    assert jobset_checks.schema_errors(bad) == [
+        e
+        for e in (
+            f"{'.'.join(map(str, x.absolute_path))}: {x.message}" for x in jobset_checks._validator().iter_errors(bad)
+        )
     ]
-    assert check.schema_errors(bad) and "operator" in check.schema_errors(bad)[0]
+    assert jobset_checks.schema_errors(bad) and "operator" in jobset_checks.schema_errors(bad)[0]
     other_shape = copy.deepcopy(others[1])
     other_shape["spec"]["replicatedJobs"][0]["replicas"] = "1"  # a string where an integer belongs: a new shape
-    assert check.schema_errors(other_shape)
+    assert jobset_checks.schema_errors(other_shape)
 
 
 def test_section_dumps_equal_one_dump_of_the_whole() -> None:

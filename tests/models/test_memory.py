@@ -71,7 +71,7 @@ def test_param_count_equals_the_built_models(name):
     from flax import nnx
 
     from rlexp.config.memory import param_count
-    from rlexp.models.families import tunix_config
+    from rlexp.models.builders import tunix_config
 
     m = compose_conf([f"model={name}"]).model
     classes = {"qwen3": "rlexp.models.tunix_text:Qwen3", "llama3": "rlexp.models.tunix_text:Llama3",

@@ -46,7 +46,8 @@ def tiny_gemma4_config(double_wide: bool = False) -> object:
 @pytest.mark.slow
 @pytest.mark.parametrize("double_wide", [False, True], ids=["e4b_like", "e2b_like"])
 def test_gemma4_logits_and_greedy_match_transformers(double_wide, tmp_path, record_property):
-    from rlexp.models.families import build_model, model_config_from_hf
+    from rlexp.models.builders import build_model
+    from rlexp.models.hf_config import model_config_from_hf
 
     ref = make_model(tiny_gemma4_config(double_wide))
     folder = save_reference(ref, tmp_path / "gemma4")

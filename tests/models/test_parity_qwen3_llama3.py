@@ -68,7 +68,8 @@ CASES = {
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_logits_and_greedy_match_transformers(case, tmp_path, record_property):
-    from rlexp.models.families import build_model, model_config_from_hf
+    from rlexp.models.builders import build_model
+    from rlexp.models.hf_config import model_config_from_hf
 
     ref = make_model(CASES[case]())
     folder = save_reference(ref, tmp_path / case)

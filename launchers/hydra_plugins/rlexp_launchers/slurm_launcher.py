@@ -1,7 +1,8 @@
 """`hydra/launcher=slurm`: one Slurm job per job of a sweep, through submitit (hydra-submitit's job runner).
 
-The jobs run exactly as with Hydra's submitit launcher; rlexp adds the checks before anything is submitted,
-`launcher.json` records, and a wait through squeue (rlexp.launch.slurm).
+The jobs run exactly as with Hydra's submitit launcher; rlexp adds the checks before anything is submitted
+(rlexp.launch.slurm_cluster), `launcher.json` records, and a wait through squeue (rlexp.launch.slurm_submit,
+rlexp.launch.slurm_wait).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ class SlurmLauncher(LauncherState, Launcher):
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         from omegaconf import OmegaConf
 
-        from rlexp.launch.slurm import check_cluster_once
+        from rlexp.launch.slurm_cluster import check_cluster_once
 
         super().setup(hydra_context=hydra_context, task_function=task_function, config=config)
         plain = {
@@ -30,6 +31,6 @@ class SlurmLauncher(LauncherState, Launcher):
         check_cluster_once(plain)  # the sweep callback checked already, unless it is not configured
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from rlexp.launch.slurm import launch_sweep  # submitit and the checks load only when launching
+        from rlexp.launch.slurm_submit import launch_sweep  # submitit and the checks load only when launching
 
         return launch_sweep(self, job_overrides, initial_job_idx)

@@ -2,7 +2,7 @@
 
 Per job (cheap, no downloads): the config rules (`rlexp.checks.check_config`), the mesh against the slice, the
 memory estimate, the cost estimate (`rlexp.config.cost`; each distinct one printed, and the sweep's total). Once
-per distinct model/data combination of a sweep: the project's preflight (`rlexp.checks.preflight`) with downloads
+per distinct model/data combination of a sweep: the project's preflight (`rlexp.checks.data_preflight`) with downloads
 disabled, so it checks the tokenizer, data and weights only when they are at hand and names every check it could
 not run. A dry run therefore needs neither weights nor network.
 """
@@ -70,7 +70,7 @@ class SharedChecks:
         )
         if key in self.done:
             return
-        from rlexp.checks.preflight import preflight
+        from rlexp.checks.data_preflight import preflight
 
         out_dir.mkdir(parents=True, exist_ok=True)
         result = preflight(cfg, str(out_dir), allow_downloads=self.allow_downloads) or {}

@@ -1,17 +1,17 @@
-"""Model families: what each `model.family` needs in its option, in config.json, and how it is built.
+"""A checkpoint's config.json against the model option: reading it, checking it (one error naming every
+mismatch, RoPE included), and the model option that describes one (tests, `rlexp.export` metadata).
 
-Pure Python at import time (the preflight and `--cfg` paths use the checks without JAX); the
-builders import JAX, Tunix and the family's model code only when a model is actually created.
+Pure Python (the preflight and `--cfg` paths check without JAX); what each family compares is
+rlexp.config.family_rules.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
 from typing import Any
 
-from rlexp.config.families import family_of
+from rlexp.config.family_rules import family_of
 from rlexp.config.schema import ModelConfig
 from rlexp.errors import RlexpError, RunError
 
@@ -157,49 +157,3 @@ def model_config_from_hf(hf: dict[str, Any], *, name: str, path: str | None = No
             "tie_word_embeddings": tie,
         }
     return m
-
-
-def build_model(m: ModelConfig, ckpt_dir: str, mesh: Any = None) -> Any:
-    """Create the family's nnx model with the checkpoint's weights (local folder or gs://)."""
-    family_of(m)
-    builders: dict[str, Callable[..., Any]] = {
-        "qwen3": _build_tunix_text,
-        "llama3": _build_tunix_text,
-        "gemma4": _build_gemma4,
-        "gpt_oss": _build_gpt_oss,
-    }
-    return builders[m.family](m, ckpt_dir, mesh)
-
-
-def tunix_config(m: ModelConfig) -> Any:
-    """The Tunix ModelConfig of the option's family, from its dimensions (rlexp's RoPE fixes included)."""
-    family_of(m)
-    if m.family in ("llama3", "qwen3"):
-        from rlexp.models import tunix_text
-
-        return tunix_text.tunix_config(m)
-    if m.family == "gemma4":
-        from rlexp.models import gemma4
-
-        return gemma4.tunix_config(m)
-    from rlexp.models.gpt_oss import params
-
-    return params.tunix_config(m)
-
-
-def _build_tunix_text(m: ModelConfig, ckpt_dir: str, mesh: Any) -> Any:
-    from rlexp.models import tunix_text
-
-    return tunix_text.create(m, ckpt_dir, mesh)
-
-
-def _build_gemma4(m: ModelConfig, ckpt_dir: str, mesh: Any) -> Any:
-    from rlexp.models import gemma4
-
-    return gemma4.create(m, ckpt_dir, mesh)
-
-
-def _build_gpt_oss(m: ModelConfig, ckpt_dir: str, mesh: Any) -> Any:
-    from rlexp.models.gpt_oss import params
-
-    return params.create(m, ckpt_dir, mesh)

@@ -1,5 +1,6 @@
 """Model families as config knowledge: which `model.extra` fields each family needs and which config.json
-keys its option must match. Pure Python; the builders that turn a family into a model are rlexp.models.families.
+keys its option must match. Pure Python; a checkpoint's config.json is checked against these in
+rlexp.models.hf_config, and rlexp.models.builders turns a family into a model.
 """
 
 from __future__ import annotations
