@@ -8,7 +8,7 @@ Each run is a fresh process with its own run dir and the user's default config (
 cleared); it reports process wall, CPU (user + sys), peak RSS, the median steady step (perf/step_time_sec
 after the first 5 steps) and the run's pass@1 before -> after. With `--baseline REV`, that commit is checked
 out in a temporary worktree and run alternately with this checkout (same interpreter and packages), and the
-medians are printed with baseline/current ratios (> 1: this checkout is faster or leaner). Goals (issue 12):
+medians are printed with baseline/current ratios (> 1: this checkout is faster or leaner). Goals:
 <= 40 s cold, <= 25 s warm on 2 cores, pass@1 gain >= +0.20.
 """
 

@@ -51,8 +51,7 @@ What is matched (TRL side = `trl_worker` below):
 Not matched, by design: rlexp runs a short eval before and after training (8 prompts, 1 sample)
 and writes one checkpoint at the end; TRL saves nothing. Both count in the process wall, not in
 the step times: a step is its rollout, reference pass and update on both sides (rlexp's
-`perf/step_time_sec` sets checkpoint saves aside, rlexp.train.stepclock; until 2026-12-03 its last
-step held the final save, 1.1-1.8 s on the compute workload, and each step the next one's rollout). rlexp uses its persistent compilation cache (warm after the first run), as a
+`perf/step_time_sec` sets checkpoint saves aside, rlexp.train.stepclock). rlexp uses its persistent compilation cache (warm after the first run), as a
 user's second run would.
 """
 

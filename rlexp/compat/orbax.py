@@ -1,4 +1,4 @@
-"""Orbax 0.11 / TensorStore behaviour around a checkpoint that cannot be read.
+"""Orbax 0.12 / TensorStore behaviour around a checkpoint that cannot be read.
 
 A restore reads every array in its own coroutine on an event loop of its own. When one read fails, orbax
 raises that error, closes the loop and drops the other reads. Their leftovers then reach
