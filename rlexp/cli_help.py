@@ -6,8 +6,11 @@ documents it in the same place.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 USAGE = """usage: python -m rlexp [group=option ...] [key=value ...] [-m] [--cfg job] [--help]
 
@@ -88,7 +91,9 @@ def check_before_printing(args: list[str]) -> tuple[int, Any]:
 
     def check() -> int:
         nonlocal typed
-        typed = to_config(compose(_overrides(args)))
+        overrides = _overrides(args)
+        typed = to_config(compose(overrides))
+        log.debug("--cfg: %d override(s) composed and checked against the schema: %s", len(overrides), overrides)
         return 0
 
     return cli.command(check), typed
