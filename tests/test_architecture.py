@@ -32,6 +32,7 @@ LEVEL = {room: i for i, rooms in enumerate(LAYERS) for room in rooms}
 # the commands users type, and the modules only they use
 ENTRY_MODULES = {
     "rlexp.__main__",
+    "rlexp.console",
     "rlexp.main",
     "rlexp.cli",
     "rlexp.cli_help",
