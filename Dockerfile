@@ -18,7 +18,7 @@ ENV PYTHONUNBUFFERED=1 \
 RUN useradd --create-home --uid 1000 --shell /usr/sbin/nologin rlexp
 
 WORKDIR /opt/rlexp
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 COPY rlexp ./rlexp
 COPY launchers ./launchers
 COPY conf ./conf

@@ -2,7 +2,9 @@
 
 __version__ = "0.1.0"
 
+from rlexp import log_setup
 from rlexp.compat.tunix import defer_package_init
 
 # before anything imports tunix: its __init__ loads every trainer it has (~1 s); rlexp uses a few submodules
 defer_package_init()
+log_setup.install()  # rlexp's status lines and warnings on stderr, in every process that imports it

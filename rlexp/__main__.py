@@ -4,8 +4,10 @@ import sys
 
 
 def entry() -> None:
+    from rlexp import cli, log_setup
+
+    log_setup.take_level_flags()  # -q / -v, before --cfg's check logs anything
     args = sys.argv[1:]
-    from rlexp import cli
 
     try:
         if any(a in ("--help", "-h") for a in args):

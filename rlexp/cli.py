@@ -20,6 +20,7 @@ import traceback
 from collections.abc import Callable
 from typing import NoReturn, TypeVar
 
+from rlexp import log_setup
 from rlexp.errors import RlexpError, RunError, exit_with_message, full_traceback, print_error
 
 T = TypeVar("T")
@@ -199,8 +200,10 @@ def _interrupted() -> NoReturn:
 
 
 def run(main: Callable[[], T]) -> T:
-    """Run a Hydra app: a user error is one line (exit 2, or 1 at run time), not a traceback."""
+    """Run a Hydra app: a user error is one line (exit 2, or 1 at run time), not a traceback. `--debug`, `-q`
+    and `-v` are taken off the command line first (rlexp.log_setup)."""
     take_debug_flag()
+    log_setup.take_level_flags()
     install()
     try:
         return main()

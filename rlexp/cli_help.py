@@ -1,4 +1,5 @@
-"""`python -m rlexp --help`: every config group, its options, and each option's one-line description.
+"""`rlexp --help` (`python -m rlexp --help`): the commands, then every config group, its options, and each
+option's one-line description.
 
 The description is the first comment line of the option's YAML file, so adding an option
 documents it in the same place.
@@ -6,21 +7,37 @@ documents it in the same place.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
-USAGE = """usage: python -m rlexp [group=option ...] [key=value ...] [-m] [--cfg job] [--help]
+log = logging.getLogger(__name__)
 
-  python -m rlexp                          train the embedded default (tiny model, arithmetic, GRPO, CPU)
-  python -m rlexp trainer=dapo trainer.learning_rate=3e-6
-  python -m rlexp --cfg job                print the composed config without training
-  python -m rlexp -m trainer.beta=0,0.04   a sweep (one job per value)
-  python -m rlexp experiment=quick         apply an overlay from conf/experiment/
-  python -m rlexp slice=v6e-32 hydra.launcher.dry_run=true
-                                           a TPU slice submits a JobSet to GKE; dry_run writes it only
-  python -m rlexp -m slice=gpu-8xh200 hydra/launcher=slurm   submit to Slurm (submitit)
-  python -m rlexp.jobs status <run or sweep dir>             GKE jobs: status | logs | cancel
-  python -m rlexp --hydra-help             Hydra's own flags
+USAGE = """usage: rlexp [group=option ...] [key=value ...] [-m] [--cfg job] [-q | -v] [--debug] [--help]
+       rlexp <command> [args ...]
+  (python -m rlexp ... and python -m rlexp.<module> ... are the same commands)
+
+  rlexp                          train the embedded default (tiny model, arithmetic, GRPO, CPU)
+  rlexp trainer=dapo trainer.learning_rate=3e-6
+  rlexp --cfg job                print the composed config without training
+  rlexp -m trainer.beta=0,0.04   a sweep (one job per value)
+  rlexp experiment=quick         apply an overlay from conf/experiment/
+  rlexp slice=v6e-32 hydra.launcher.dry_run=true
+                                 a TPU slice submits a JobSet to GKE; dry_run writes it only
+  rlexp -m slice=gpu-8xh200 hydra/launcher=slurm   submit to Slurm (submitit)
+  rlexp --hydra-help             Hydra's own flags
+
+commands (rlexp <command> --help for each):
+  validate <overrides>           the preflight: check the config, render prompts, score completions (rlexp.validate)
+  report <sweep dir | run dirs>  an HTML report of a sweep or of runs (rlexp.report)
+  export <run dir> --out <dir>   a Hugging Face model folder from a run's checkpoint (rlexp.export)
+  jobs status|logs|cancel <dir>  follow the GKE JobSets and Slurm jobs a launch submitted (rlexp.jobs)
+  serve-reward --reward <name>   the reference reward service for reward=http (rlexp.serve_reward)
+
+flags of every command:
+  -q, --quiet                    status lines on stderr: only warnings
+  -v, --verbose                  status lines on stderr: debug lines too (hydra.verbose=true: every logger's)
+  --debug                        keep an error's traceback instead of the one-line message
 """
 
 
@@ -88,7 +105,9 @@ def check_before_printing(args: list[str]) -> tuple[int, Any]:
 
     def check() -> int:
         nonlocal typed
-        typed = to_config(compose(_overrides(args)))
+        overrides = _overrides(args)
+        typed = to_config(compose(overrides))
+        log.debug("--cfg: %d override(s) composed and checked against the schema: %s", len(overrides), overrides)
         return 0
 
     return cli.command(check), typed

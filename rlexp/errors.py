@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
 import re
 import sys
 from collections.abc import Iterator
 from typing import Any, NoReturn
+
+from rlexp import log_setup
 
 
 class RlexpError(Exception):
@@ -93,18 +96,33 @@ def print_error(err: BaseException) -> None:
 
 class ArgumentParser(argparse.ArgumentParser):
     """argparse for rlexp's commands: a usage error is one `rlexp: error:` line (exit 2), `--debug` keeps
-    tracebacks. Lives in the base layer so that every command, scripts and `python -m rlexp.models.*` included,
-    can use it."""
+    tracebacks, `-q`/`-v` set the status lines' level (rlexp.log_setup). Lives in the base layer so that every
+    command, scripts and `python -m rlexp.models.*` included, can use it."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.add_argument("--debug", action="store_true", help="show the full traceback of an error")
+        # default SUPPRESS: a subcommand's parser (of this class too) must not reset a flag given before it
+        for flags, level, what in (
+            (log_setup.QUIET, logging.WARNING, "only warnings"),
+            (log_setup.VERBOSE, logging.DEBUG, "debug lines too"),
+        ):
+            self.add_argument(
+                *flags,
+                dest="log_level",
+                action="store_const",
+                const=level,
+                default=argparse.SUPPRESS,
+                help=f"status lines on stderr: {what}",
+            )
 
     def parse_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
         argv = list(sys.argv[1:] if args is None else args)
         if "--debug" in argv:  # before parsing, so a usage error also keeps its traceback
             os.environ["HYDRA_FULL_ERROR"] = "1"
-        return super().parse_args(argv, namespace)
+        parsed = super().parse_args(argv, namespace)
+        log_setup.configure(getattr(parsed, "log_level", logging.INFO))
+        return parsed
 
     def error(self, message: str) -> NoReturn:
         text = message

@@ -6,10 +6,13 @@ model.safetensors with the base checkpoint's config.json and tokenizer files (rl
 
 from __future__ import annotations
 
+import logging
 import sys
 
 from rlexp import cli
 from rlexp.errors import ArgumentParser
+
+log = logging.getLogger("rlexp.export")  # by name: run as __main__ by python -m
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
         from rlexp.models.export import export
 
         dest = export(args.checkpoint, args.out)
-        print(f"wrote {dest} (model.safetensors, config.json, tokenizer)")
+        log.info("wrote %s (model.safetensors, config.json, tokenizer)", dest)
         return 0
 
     return cli.command(run)

@@ -8,6 +8,8 @@ those stop before anything is loaded.
 
 from __future__ import annotations
 
+import logging
+
 import hydra
 from omegaconf import DictConfig
 
@@ -16,6 +18,7 @@ from rlexp.config.load import CONF_DIR, register_configs, to_config
 from rlexp.errors import RunError
 
 register_configs()
+log = logging.getLogger("rlexp.validate")  # by name: run as __main__ by python -m
 
 
 @hydra.main(version_base=None, config_path=CONF_DIR, config_name="config")
@@ -37,10 +40,11 @@ def main(cfg: DictConfig) -> None:
 
         check_model_dir(conf.model)  # the model samples the completions: its folder must be whole
     out_dir = conf.output_dir or HydraConfig.get().runtime.output_dir
+    log.debug("preflight of %d rows, completions %s", conf.validate.rows, conf.validate.completions or "sampled")
     result = preflight(conf, out_dir)
     print_summary(result)
     written = f"{out_dir.rstrip('/')}/validation.json"
-    print(f"rlexp: wrote {written}")
+    print(f"rlexp: wrote {written}")  # the report's last line, on stdout with it: stderr holds only an error
     failed = [c for c in result["checks"] if c["status"] == "failed"]
     if failed:  # the report is on stdout; stderr gets the one line every failing command ends with
         more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""

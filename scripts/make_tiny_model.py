@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from pathlib import Path
 
 import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
+# under `rlexp`: its status lines show as every rlexp command's do (rlexp.log_setup), -q and -v included
+log = logging.getLogger("rlexp.scripts.make_tiny_model")
 
 
 def compose_default(overrides: list[str]):
@@ -81,7 +84,7 @@ def warm_up(model, batches, lr: float, label_smoothing: float):
     for i, (t, m) in enumerate(batches):
         loss = float(step(model, opt, jnp.asarray(t), jnp.asarray(m)))
         if i % 50 == 0:
-            print(f"sft step {i}: loss {loss:.4f}")
+            log.info("sft step %d: loss %.4f", i, loss)
     return loss
 
 
@@ -174,7 +177,7 @@ def build(args: argparse.Namespace) -> int:
         )
         + "\n"
     )
-    print(f"wrote {args.out} (final warm-up loss {loss:.4f})")
+    log.info("wrote %s (final warm-up loss %.4f)", args.out, loss)
     return 0
 
 

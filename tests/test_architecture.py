@@ -1,6 +1,7 @@
 """The package's layers: every import (lazy ones inside functions included) points down, never up or sideways.
 
-Bottom to top (ARCHITECTURE.md): errors -> compat -> fixes -> perf -> config -> storage -> data, rewards, models -> checks ->
+Bottom to top (ARCHITECTURE.md): log_setup -> errors -> compat -> fixes -> perf -> config -> storage -> data, rewards,
+models -> checks ->
 tracking -> train -> sweep -> report -> launch -> the launcher plugin -> entry points. A room may import
 its own modules and any room below it. Peers on one level (data, rewards, models) do not import each other.
 """
@@ -14,6 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS: list[set[str]] = [
+    {"log_setup"},  # the status lines' logging set-up, which errors' ArgumentParser applies
     {"errors"},
     {"compat"},
     {"fixes"},
@@ -34,6 +36,7 @@ LEVEL = {room: i for i, rooms in enumerate(LAYERS) for room in rooms}
 # the commands users type, and the modules only they use
 ENTRY_MODULES = {
     "rlexp.__main__",
+    "rlexp.console",
     "rlexp.main",
     "rlexp.cli",
     "rlexp.cli_help",

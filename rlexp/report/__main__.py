@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
 from rlexp import cli, storage
@@ -10,6 +11,8 @@ from rlexp.config.values import SUMMARY_NUMBERS
 from rlexp.errors import ArgumentParser, RlexpError
 from rlexp.report.build import default_out, write_sweep
 from rlexp.report.load import load
+
+log = logging.getLogger("rlexp.report")  # by name: run as __main__ by python -m
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,6 +39,7 @@ def _report(args: argparse.Namespace) -> int:
     if missing:
         raise RlexpError(f"{missing[0]}: no such run or sweep dir; give a sweep dir or run dirs that exist")
     sweep = load(args.inputs, objective=args.objective)
+    log.debug("report: %d runs from %s, ranked by %s", len(sweep.runs), sweep.source, sweep.objective)
     if not sweep.runs:
         raise RlexpError(f"{', '.join(args.inputs)}: no runs found (run dirs hold metrics.jsonl); give a sweep dir")
     if args.objective:  # a key no run has would rank nothing, silently
@@ -46,12 +50,12 @@ def _report(args: argparse.Namespace) -> int:
                 f"--objective={args.objective}: no run's summary.json has this number; use one of {choices}"
             )
     out = write_sweep(sweep, args.out or default_out(args.inputs))
-    print(f"report: {out} ({len(sweep.runs)} runs)")
+    log.info("report: %s (%d runs)", out, len(sweep.runs))
     if args.wandb:
         from rlexp.report.wandb_report import publish
 
         project = args.project or sweep.wandb.get("project") or "rlexp"
-        print(publish(sweep, entity=args.entity or sweep.wandb.get("entity"), project=project))
+        print(publish(sweep, entity=args.entity or sweep.wandb.get("entity"), project=project))  # its URL: the output
     return 0
 
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from typing import TextIO
 
+from rlexp import log_setup
 from rlexp.sweep.manifest import counts
+
+log = logging.getLogger(__name__)
 
 _MARK = {"pending": " ", "running": ">", "completed": "+", "failed": "!"}
 
@@ -56,5 +60,8 @@ def render(manifest: dict, *, width: int = 120) -> str:
 
 
 def show(manifest: dict, stream: TextIO | None = None) -> None:
+    """The table on stderr (or `stream`): a display, printed whole rather than logged line by line; -q hides it."""
+    if stream is None and not log_setup.shows(log):
+        return
     stream = stream or sys.stderr
     print("\n" + render(manifest, width=200) + "\n", file=stream, flush=True)

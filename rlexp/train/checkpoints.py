@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -22,6 +22,8 @@ from typing import BinaryIO
 from rlexp import storage
 from rlexp.compat.orbax import drop_failed_read_leftovers
 from rlexp.errors import RunError
+
+log = logging.getLogger(__name__)
 
 _OCDBT_MAGIC = (bytes.fromhex("0cdb3a2a"), bytes.fromhex("0cdb20de"))  # manifest, b-tree node / data
 _ZSTD_MAGIC = bytes.fromhex("28b52ffd")
@@ -131,11 +133,8 @@ def fall_back_to_restorable(run_dir: str, *, can_move: bool) -> None:
             target, n = aside / f"{step}.{n}", n + 1
         shutil.move(str(root / str(step)), str(target))
     steps_text = ", ".join(map(str, bad))
-    print(
-        f"rlexp: warning: checkpoint {steps_text} cannot be restored ({why}); moved to {aside}, "
-        f"resuming from step {good}",
-        file=sys.stderr,
-        flush=True,
+    log.warning(
+        "checkpoint %s cannot be restored (%s); moved to %s, resuming from step %s", steps_text, why, aside, good
     )
 
 

@@ -8,9 +8,9 @@ stop cleanly (checkpoint first) after SIGTERM / Ctrl-C or a reward error budget 
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
-import sys
 from typing import Any
 
 from tunix.sft.hooks import TrainingHooks
@@ -18,6 +18,8 @@ from tunix.sft.hooks import TrainingHooks
 from rlexp.compat.tunix import publish_pending_train_metrics, trains_lora_only
 from rlexp.errors import RlexpError
 from rlexp.train.collectives import settle
+
+log = logging.getLogger(__name__)
 
 # How long a process waits at a step for the others (a slow eval or compile on one of them).
 AGREE_TIMEOUT_MS = 60 * 60 * 1000
@@ -77,7 +79,7 @@ class GracefulStop:
         if self.requested and signum == signal.SIGINT:
             raise KeyboardInterrupt  # second Ctrl-C: stop now
         self.requested = self.requested or signal.Signals(signum).name
-        print(f"\nrlexp: {signal.Signals(signum).name} received; saving a checkpoint after this step", file=sys.stderr)
+        log.warning("\n%s received; saving a checkpoint after this step", signal.Signals(signum).name)
 
     def __exit__(self, *exc: Any) -> None:
         import jax
@@ -93,7 +95,7 @@ class GracefulStop:
 
     def _after_training(self, signum: int, frame: Any) -> None:
         self.late = self.late or signal.Signals(signum).name
-        print(f"\nrlexp: {signal.Signals(signum).name} received after training; finishing", file=sys.stderr)
+        log.warning("\n%s received after training; finishing", signal.Signals(signum).name)
 
 
 def stop_signals() -> tuple[signal.Signals, ...]:

@@ -11,11 +11,13 @@ TensorBoard's profile tab.
 
 from __future__ import annotations
 
-import sys
+import logging
 from typing import Any
 
 from rlexp import storage
 from rlexp.config.schema import RlexpConfig
+
+log = logging.getLogger(__name__)
 
 
 def profile_dir(conf: RlexpConfig, run_dir: str) -> str | None:
@@ -40,10 +42,11 @@ def install_profiler(trainer: Any, conf: RlexpConfig, run_dir: str) -> str | Non
         return None
     left = conf.trainer.max_steps - trainer.train_steps
     if conf.profile.skip_steps >= left:
-        print(
-            f"rlexp: profile.skip_steps={conf.profile.skip_steps}: {left} steps left after resuming at step "
-            f"{trainer.train_steps}; no trace taken",
-            file=sys.stderr,
+        log.warning(
+            "profile.skip_steps=%d: %d steps left after resuming at step %d; no trace taken",
+            conf.profile.skip_steps,
+            left,
+            trainer.train_steps,
         )
         return None
     from tunix.sft.profiler import Profiler, ProfilerOptions

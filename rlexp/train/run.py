@@ -47,6 +47,7 @@ def leave_for_requeue(err: RunError, stop: GracefulStop) -> NoReturn:
     if time_limit in (stop.requested, stop.late) and jax.process_index() == 0:
         handle = distributed.slurm_job_handle()
         done = subprocess.run(["scontrol", "requeue", handle], capture_output=True, text=True, check=False)
+        # printed like the error line above it, not logged: the two lines say how the job ended, whatever -q says
         print(
             f"rlexp: requeued Slurm job {handle} before its time limit{'' if done.returncode == 0 else ': ' + done.stderr.strip()}",
             file=sys.stderr,

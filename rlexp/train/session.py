@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import sys
 import time
 from typing import Any
@@ -19,7 +20,7 @@ import jax
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from rlexp import perf, storage
+from rlexp import log_setup, perf, storage
 from rlexp.config.derived import loads_reference_copy
 from rlexp.config.schema import RlexpConfig
 from rlexp.config.validate import check_steps
@@ -33,6 +34,8 @@ from rlexp.train.checkpoints import restorable
 from rlexp.train.collectives import settle
 from rlexp.train.metrics import MetricsCollector, group_stats, rlexp_metric_key, to_json_line
 from rlexp.train.stepclock import EVAL, StepClock
+
+log = logging.getLogger(__name__)
 
 
 def batches(rows: list[dict[str, Any]], batch_size: int, epochs: int, seed: int):
@@ -82,7 +85,7 @@ class TrainingSession:
         self.eval_rows = splits.eval[: self.conf.trainer.eval_prompts]
         self.data_skipped = dict(splits.skipped)
         if self.data_skipped:
-            print(f"rlexp: rows not used: {self.data_skipped}", file=sys.stderr)
+            log.info("rlexp: rows not used: %s", self.data_skipped)
 
     def _load_models(self) -> tuple[Any, Any]:
         """The policy and the reference model (None when the policy's frozen base or nothing serves as it)."""
@@ -183,13 +186,12 @@ class TrainingSession:
         cut answers that no reward can score: say so before the first step, naming the key."""
         share, budget = result.get("truncated", 0.0), self.conf.trainer.max_completion_tokens
         if self.primary and share >= 0.5:
-            print(
-                f"rlexp: warning: trainer.max_completion_tokens={budget}: {share:.0%} of the greedy eval's completions "
-                "used every token without ending; raise it to fit the task's answers (experiment/ overlays set "
-                "768 for GSM8K, 3584 for OpenMathInstruct-2), or check that chat_template ends a turn with a token "
-                "the model emits",
-                file=sys.stderr,
-                flush=True,
+            log.warning(
+                "trainer.max_completion_tokens=%d: %.0f%% of the greedy eval's completions used every token without "
+                "ending; raise it to fit the task's answers (experiment/ overlays set 768 for GSM8K, 3584 for "
+                "OpenMathInstruct-2), or check that chat_template ends a turn with a token the model emits",
+                budget,
+                share * 100,
             )
 
     def progress(self, step: int) -> None:
@@ -203,12 +205,19 @@ class TrainingSession:
                 elapsed = time.perf_counter() - self.train_started
                 eta = elapsed / max(1, step - self.start_step) * (total - step)
                 shown = "n/a" if reward is None else f"{reward:.3f}"
-                print(f"rlexp: step {step}/{total} reward {shown} eta {eta:.0f} s", file=sys.stderr, flush=True)
+                log.info("rlexp: step %d/%d reward %s eta %.0f s", step, total, shown, eta)
             return
         if self._bar is None:
             from tqdm import tqdm
 
-            self._bar = tqdm(total=total, initial=step - 1, desc="train", unit="step", file=sys.stderr)
+            self._bar = tqdm(
+                total=total,
+                initial=step - 1,
+                desc="train",
+                unit="step",
+                file=sys.stderr,
+                disable=not log_setup.shows(log),  # -q: no bar either
+            )
         if reward is not None:
             self._bar.set_postfix(reward=f"{reward:.3f}", refresh=False)
         self._bar.update(1)
@@ -270,7 +279,7 @@ class TrainingSession:
         if start_step:
             if storage.exists(self.path("evals.json")):
                 self.evals = storage.read_json(self.path("evals.json"))
-            print(f"rlexp: resuming {self.run_dir} from step {start_step}", file=sys.stderr)
+            log.info("rlexp: resuming %s from step %d", self.run_dir, start_step)
         sink = rundir.JsonlSink if self.primary else rundir.NullSink
         self.metrics = sink(self.path("metrics.jsonl"))
         self.samples = sink(self.path("samples.jsonl"))
@@ -366,4 +375,4 @@ class TrainingSession:
             lines.append(f"  objective {obj['name']} = {obj['value']:.4f}")
         if s.get("profile"):
             lines.append(f"  profile   {s['profile']}  (XProf: xprof --logdir={s['profile']})")
-        print("\n".join(lines), file=sys.stderr)
+        log.info("\n".join(lines))

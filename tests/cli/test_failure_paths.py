@@ -135,15 +135,15 @@ def test_damaged_newest_checkpoint_is_set_aside_or_refused(trained_run: Path, tm
 
 @pytest.mark.parametrize(
     "command",
-    [["rlexp", "--help"], ["rlexp", "--cfg", "job"], ["rlexp.report", str(REPO / "tests/fixtures/runs/lr_seed")]],
-    ids=["help", "cfg_job", "report"],
+    [["rlexp", "--help"], ["rlexp", "--cfg", "job"], ["rlexp.jobs", "status", "."]],
+    ids=["help", "cfg_job", "jobs_status"],
 )
 def test_a_reader_that_leaves_early_ends_the_command_quietly(command: list[str], tmp_path: Path) -> None:
     """`python -m rlexp --help | head -0`: the reader is gone before the first line; no BrokenPipeError traceback."""
     environ = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"} | {"PYTHONPATH": str(REPO)}
     module, *args = command
-    if module == "rlexp.report":
-        args += ["--out", str(tmp_path / "report.html")]
+    if module == "rlexp.jobs":  # a dry run's record: the status table, no cluster asked
+        (tmp_path / "launcher.json").write_text('{"launcher": "gke", "handle": "tiny-arith-0", "state": "dry-run"}')
     proc = subprocess.Popen(
         [sys.executable, "-m", module, *args], cwd=tmp_path, env=environ, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True, bufsize=1,

@@ -100,10 +100,14 @@ def test_without_a_compiler_tunix_attention_runs_and_says_why_once(
     decode_attention.unavailable.clear()
     try:
         model = load_model(compose_conf([]).model, None)
-        with caplog.at_level(logging.WARNING, logger=decode_attention.__name__):
+        logger = logging.getLogger(decode_attention.__name__)  # rlexp's records stop at the rlexp logger
+        logger.addHandler(caplog.handler)
+        try:
             for _ in range(2):
                 _, _, text = _decode_step(model, jnp.dtype("float32"))
                 assert "rlexp_decode_attention" not in text
+        finally:
+            logger.removeHandler(caplog.handler)
         warned = [r for r in caplog.records if r.name == decode_attention.__name__]
         assert len(warned) == 1 and warned[0].levelno == logging.WARNING
         assert "no-such-compiler" in warned[0].getMessage()  # the reason: the compiler that is missing

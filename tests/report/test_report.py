@@ -82,7 +82,7 @@ def test_html_is_self_contained_with_wellformed_svg(sweep) -> None:
 def test_cli_writes_report_and_rejects_missing_dirs(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     out = tmp_path / "r.html"
     assert main([str(FIXTURE), "--out", str(out)]) == 0
-    assert "5 runs" in capsys.readouterr().out and out.stat().st_size > 0
+    assert "5 runs" in capsys.readouterr().err and out.stat().st_size > 0  # a status line (rlexp.log_setup)
     assert main([str(tmp_path / "nope")]) == 2
     assert "no such run or sweep dir" in capsys.readouterr().err
 
