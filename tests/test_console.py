@@ -1,8 +1,7 @@
 """The `rlexp` console script as a user types it: `rlexp <overrides>` is `python -m rlexp`, `rlexp <command>` is
 `python -m rlexp.<module>`, with the same output, one-line errors and exit statuses.
 
-The venv's `rlexp` wrapper appears when the package is (re)installed; until then these tests run what pip's wrapper
-runs, `sys.exit(main())` of the function pyproject.toml's [project.scripts] names (checked below).
+They run the console script pip installed next to the interpreter (`make run` and `make test` install it).
 """
 
 from __future__ import annotations
@@ -18,15 +17,16 @@ import yaml
 from rlexp.console import COMMANDS
 from tests.helpers import REPO
 
-# what pip writes into .venv/bin/rlexp for `rlexp = "rlexp.console:main"`
-WRAPPER = "import sys; from rlexp.console import main; sys.exit(main())"
 FIXTURE = REPO / "tests" / "fixtures" / "runs" / "lr_seed"
 
 
+SCRIPT = Path(sys.executable).with_name("rlexp")
+
+
 def rlexp(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
-    """`rlexp <args>` in a shell."""
-    cmd = [sys.executable, "-c", WRAPPER, *args]
-    return subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, timeout=300)
+    """`rlexp <args>` in a shell: the installed console script."""
+    assert SCRIPT.exists(), f"{SCRIPT} is missing: pip install -e . (make run does) installs the console script"
+    return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, cwd=cwd, timeout=300)
 
 
 def python_m(module: str, *args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
@@ -37,8 +37,7 @@ def python_m(module: str, *args: str, cwd: Path = REPO) -> subprocess.CompletedP
 def test_pyproject_names_the_console_function() -> None:
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts == {"rlexp": "rlexp.console:main"}
-    module, _, function = scripts["rlexp"].partition(":")
-    assert WRAPPER == f"import sys; from {module} import {function}; sys.exit({function}())"
+    assert "from rlexp.console import main" in SCRIPT.read_text()  # the installed script runs that function
 
 
 def test_help_lists_the_commands_beside_the_config_groups() -> None:
