@@ -1,0 +1,256 @@
+"""The program that runs inside the sandbox: reads one job (JSON) on stdin, writes one answer (JSON) on stdout.
+
+Standard library only, and run as `python -I -c <this file's text>`, so it needs nothing from the working tree
+(which the sandbox hides). Before any user code it drops root (to nobody, when it is root), sets the resource
+limits (RLIMIT_AS, RLIMIT_CPU, RLIMIT_NPROC, RLIMIT_FSIZE, no core files) and points stdout/stderr at
+/dev/null: user code's prints are discarded, the answer goes to a saved copy of stdout.
+
+Job kinds:
+  evaluate  `source` defines evaluate(example, response) -> float; called once per item in a forked child
+  tests     per item, `code` is run and then each of `tests` (assert statements); value = share passed
+  python    a user function (`source` of a file, or `spec` module:function to import), `call` batch or item
+Answer: {"values": [float | null], "errors": [str | null]} or {"error": str, "fatal": bool} when the job
+cannot start (the snippet does not parse, defines no evaluate, ...).
+Forked children (evaluate, tests) get `item_timeout_s` each, run at most `parallel` at a time, and a child's
+crash, limit or timeout costs only its item: for `tests` the tests passed before it count, the rest fail.
+"""
+
+import json
+import os
+import resource
+import select
+import signal
+import sys
+import time
+import traceback
+
+
+def _limits(lim):
+    mb = 1 << 20
+    pairs = [(resource.RLIMIT_CORE, 0)]
+    if lim.get("memory_mb"):
+        pairs.append((resource.RLIMIT_AS, int(lim["memory_mb"] * mb)))
+    if lim.get("cpu_s"):
+        pairs.append((resource.RLIMIT_CPU, int(lim["cpu_s"])))
+    if lim.get("nproc"):
+        pairs.append((resource.RLIMIT_NPROC, int(lim["nproc"])))
+    if lim.get("fsize_mb"):
+        pairs.append((resource.RLIMIT_FSIZE, int(lim["fsize_mb"] * mb)))
+    for which, value in pairs:  # CPU: SIGXCPU at the soft limit, SIGKILL a second later
+        resource.setrlimit(which, (value, value + (which == resource.RLIMIT_CPU)))
+
+
+def _drop_root():
+    """Root inside the sandbox becomes nobody: RLIMIT_NPROC binds only a non-root user."""
+    if os.getuid() != 0:
+        return
+    try:
+        os.chown("/tmp", 65534, 65534)
+        os.setgroups([])
+        os.setgid(65534)
+        os.setuid(65534)
+    except OSError:
+        pass  # root of a user namespace cannot map nobody; the pid namespace and the wall timeout still bind
+
+
+def _err(exc):
+    return (type(exc).__name__ + ": " + str(exc))[:500]
+
+
+def _compile_module(source, filename):
+    ns = {"__name__": "__rlexp_user__", "__file__": filename}
+    exec(compile(source, filename, "exec"), ns)
+    return ns
+
+
+def _child(kind, target, item, out):
+    """In the forked child: one item, JSON lines to fd `out`."""
+
+    def emit(obj):
+        os.write(out, (json.dumps(obj) + "\n").encode())
+
+    try:
+        if kind == "evaluate":
+            emit({"value": target(item["example"], item["response"]), "error": None})
+        else:
+            ns = {"__name__": "__main__"}
+            exec(compile(item["code"], "<completion>", "exec"), ns)
+            for test in item["tests"]:
+                try:
+                    exec(compile(test, "<test>", "exec"), ns)
+                    emit({"test": True})
+                except Exception:  # noqa: BLE001 - a failing test is a score, not an error
+                    emit({"test": False})
+            emit({"done": True})
+    except BaseException as exc:  # noqa: BLE001
+        emit({"value": None if kind == "evaluate" else 0.0, "error": _err(exc)})
+    os._exit(0)
+
+
+def _finish(kind, item, buf, reason):
+    lines = [json.loads(x) for x in buf.decode(errors="replace").splitlines() if x.strip().startswith("{")]
+    final = [x for x in lines if "value" in x]
+    if kind == "tests":
+        total = len(item["tests"]) or 1
+        if final:  # the completion's own code failed before any test
+            return 0.0, None
+        passed = sum(1 for x in lines if x.get("test"))
+        return passed / total, None  # tests not reached (timeout, crash, limit) count as failed
+    if final:
+        return final[-1]["value"], final[-1]["error"]
+    return None, reason or "the evaluation ended without a value"
+
+
+def _forked(kind, target, items, lim):
+    values, errors = [None] * len(items), [None] * len(items)
+    pending = list(range(len(items)))
+    running = {}  # read fd -> (index, pid, deadline, buffer)
+    parallel = max(1, int(lim.get("parallel") or 1))
+    item_timeout = float(lim.get("item_timeout_s") or 10.0)
+    while pending or running:
+        while pending and len(running) < parallel:
+            i = pending.pop(0)
+            r, w = os.pipe()
+            try:
+                pid = os.fork()
+            except OSError as exc:
+                os.close(r)
+                os.close(w)
+                errors[i] = "cannot fork: " + _err(exc)
+                continue
+            if pid == 0:
+                os.close(r)
+                os.setpgid(0, 0)
+                _child(kind, target, items[i], w)
+            os.close(w)
+            running[r] = (i, pid, time.monotonic() + item_timeout, bytearray())
+        if not running:
+            continue
+        wait = max(0.0, min(d for _, _, d, _ in running.values()) - time.monotonic())
+        ready, _, _ = select.select(list(running), [], [], wait)
+        now = time.monotonic()
+        for fd in list(running):
+            i, pid, deadline, buf = running[fd]
+            chunk = b""
+            if fd in ready:
+                chunk = os.read(fd, 65536)
+                buf += chunk[: max(0, (1 << 20) - len(buf))]
+            if fd in ready and chunk:
+                continue
+            if fd not in ready and now < deadline:
+                continue
+            reason = None
+            if fd not in ready:  # past its deadline
+                reason = "timed out after %gs" % item_timeout
+                for kill in (os.killpg, os.kill):
+                    try:
+                        kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+            _, status = os.waitpid(pid, 0)
+            if reason is None and os.WIFSIGNALED(status):
+                sig = os.WTERMSIG(status)
+                reason = "killed by signal %d%s" % (sig, " (CPU limit)" if sig == signal.SIGXCPU else "")
+            os.close(fd)
+            del running[fd]
+            values[i], errors[i] = _finish(kind, items[i], bytes(buf), reason)
+    return values, errors
+
+
+def _python(job):
+    if job.get("source") is not None:
+        ns = _compile_module(job["source"], job.get("filename") or "<reward>")
+        fn = ns.get(job["function"])
+    else:
+        import importlib
+        import importlib.util
+
+        target, _, name = job["spec"].rpartition(":")
+        try:
+            if target.endswith(".py"):
+                spec = importlib.util.spec_from_file_location("rlexp_user_reward", target)
+                module = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(module)
+            else:
+                module = importlib.import_module(target)
+        except (ImportError, OSError) as exc:
+            raise _Fatal("cannot import %s: %s" % (target, exc)) from None
+        fn = getattr(module, name, None)
+    if not callable(fn):
+        raise _Fatal("%s defines no function %s" % (job.get("filename") or job.get("spec"), job["function"]))
+    return fn
+
+
+class _Fatal(Exception):
+    """The job cannot start, and would not on a second try."""
+
+
+def run(job):
+    kind, items, lim = job["kind"], job.get("items") or [], job.get("limits") or {}
+    try:
+        if kind == "evaluate":
+            target = _compile_module(job["source"], job.get("filename") or "<snippet>").get("evaluate")
+            if not callable(target):
+                return {"error": "the snippet defines no function evaluate(example, response)", "fatal": True}
+        elif kind == "python":
+            target = _python(job)
+        else:
+            target = None
+    except SyntaxError as exc:
+        return {"error": "SyntaxError: %s (line %s)" % (exc.msg, exc.lineno), "fatal": True}
+    except _Fatal as exc:
+        return {"error": str(exc), "fatal": True}
+    except BaseException as exc:  # noqa: BLE001 - module-level code of the user's snippet
+        return {"error": "setting up the reward failed: " + _err(exc), "fatal": False}
+    if job.get("check_only"):
+        return {"values": [], "errors": []}
+    if kind in ("evaluate", "tests"):
+        values, errors = _forked(kind, target, items, lim)
+    elif job.get("call") == "item":
+        values, errors = [], []
+        for it in items:
+            try:
+                values.append(target(**it, **(job.get("kwargs") or {})))
+                errors.append(None)
+            except Exception as exc:  # noqa: BLE001 - one failing item must not void the batch
+                values.append(None)
+                errors.append(_err(exc))
+    else:
+        b = job["batch"]
+        values = list(target(b["prompts"], b["completions"], **b["fields"], **(job.get("kwargs") or {})))
+        errors = [None] * len(values)
+    clean = []
+    for i, v in enumerate(values):
+        try:
+            v = v if v is None or isinstance(v, (str, bytes, bool)) else float(v)  # numpy scalars too
+        except (TypeError, ValueError):
+            pass
+        if v is not None and not isinstance(v, float):
+            if i < len(errors) and errors[i] is None:
+                errors[i] = "returned %s %.80r where a number belongs" % (type(v).__name__, v)
+            v = None
+        clean.append(None if v is None or v != v or v in (float("inf"), float("-inf")) else float(v))
+    return {"values": clean, "errors": errors}
+
+
+def main():
+    job = json.loads(sys.stdin.buffer.read())
+    answer_fd = os.dup(1)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    lim = job.get("limits") or {}
+    if lim.get("drop_root"):
+        _drop_root()
+    _limits(lim)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past RLIMIT_FSIZE fails instead of killing
+    try:
+        answer = run(job)
+    except BaseException as exc:  # noqa: BLE001
+        answer = {"error": _err(exc) + " " + traceback.format_exc(limit=-1)[-300:], "fatal": False}
+    os.write(answer_fd, json.dumps(answer).encode())
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
