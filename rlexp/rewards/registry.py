@@ -3,7 +3,8 @@
 A factory takes the option's `kwargs` and returns a scorer with Tunix's reward signature,
 `fn(prompts, completions, **batch_fields) -> list[float]`; batch fields such as `answer`
 arrive repeated once per completion. Registering a new reward is one decorated function.
-Modules that define rewards are listed in `_BUILTIN_MODULES` and imported lazily.
+Modules that define rewards are listed in `_BUILTIN_MODULES` and imported lazily. A factory may carry a
+`check(**kwargs)` attribute: the config check calls it (cheap, before JAX) to refuse kwargs in one line.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ _BUILTIN_MODULES = (
     "rlexp.rewards.http_reward",
     "rlexp.rewards.python_reward",
     "rlexp.rewards.maxtext",
+    "rlexp.rewards.code",
 )
 
 
@@ -61,3 +63,11 @@ def make_reward_fn(name: str, kwargs: dict[str, Any] | None = None) -> RewardFn:
             f"reward {name} kwargs", dict(kwargs or {}), f"{err}; the factory takes {inspect.signature(factory)}"
         ) from err
     return factory(**(kwargs or {}))
+
+
+def check_reward_kwargs(name: str, kwargs: dict[str, Any] | None = None) -> None:
+    """Run the factory's `check` (if it has one) on the kwargs: a ConfigError before anything is built."""
+    _load_builtins()
+    check = getattr(_FACTORIES.get(name), "check", None)
+    if callable(check):
+        check(**(kwargs or {}))
