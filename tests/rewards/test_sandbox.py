@@ -169,3 +169,18 @@ def test_without_bwrap_the_command_is_refused_in_one_line_unless_opted_out(tmp_p
     code = "from rlexp.rewards.registry import make_reward_fn as m; f = m('code', {'snippet': open(0).read(), 'sandbox': 'none'}); print(f(['p'], ['2'], answer=['2']))"
     out = subprocess.run([sys.executable, "-c", code], input=ARITH, cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "[1.0]", out.stderr[-2000:]
+
+
+def test_the_code_fixture_loads_through_dataset_jsonl_and_its_solutions_pass() -> None:
+    from rlexp.data.registry import load_splits
+    from tests.helpers import compose_conf
+
+    over = ["reward=code_tests", "dataset=jsonl", f"dataset.source={REPO / 'tests/fixtures/code/problems.jsonl'}"]
+    conf = compose_conf([*over, "dataset.answer_field=tests", "dataset.id_field=id"])
+    splits = load_splits(conf.dataset)
+    rows = [*splits.train, *splits.eval]
+    assert len(rows) == 12
+    solution = {p["id"]: p["solution"] for p in PROBLEMS}
+    fn = make_reward_fn("code_tests", conf.reward.functions[0].kwargs)
+    completions = [f"```python\n{solution[r['id']]}```" for r in rows]
+    assert fn(["p"] * 12, completions, answer=[r["answer"] for r in rows]) == [1.0] * 12
