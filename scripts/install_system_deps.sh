@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # System packages the test suite needs (Debian): headless Chromium + chromedriver for the report's browser test,
 # and munge + slurmctld + slurmd + the Slurm client for the one-node cluster that tests/slurm starts through
-# scripts/local_slurm.sh. A no-op when they are present; needs root (or sudo) otherwise.
+# scripts/local_slurm.sh, and bubblewrap, the sandbox of reward=code / code_tests. A no-op when they are present; needs root (or sudo) otherwise.
 set -euo pipefail
 need=()
 command -v chromium >/dev/null || need+=(chromium)
@@ -10,6 +10,7 @@ command -v munged >/dev/null || need+=(munge)
 command -v slurmctld >/dev/null || need+=(slurmctld)
 command -v slurmd >/dev/null || need+=(slurmd)
 command -v sbatch >/dev/null || need+=(slurm-client)
+command -v bwrap >/dev/null || need+=(bubblewrap)
 [ ${#need[@]} -eq 0 ] && exit 0
 SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
 apt() { $SUDO env DEBIAN_FRONTEND=noninteractive apt-get "$@"; }
