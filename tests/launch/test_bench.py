@@ -29,3 +29,11 @@ def test_the_filesystem_floor_rewrites_what_the_run_wrote(tmp_path) -> None:
     written = sorted(str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").rglob("*"))
     assert written == ["a", "a/.hydra", "a/.hydra/c.yaml", "top.json"]
     assert (tmp_path / "out" / "a" / ".hydra" / "c.yaml").read_text() == "x: 1\n"
+
+
+def test_sandbox_benchmark_dry_mode_prints_both_commands(capsys) -> None:  # noqa: ANN001
+    bench = load_benchmark("bench_sandbox")
+    assert bench.parse_args(["--rounds", "3", "trainer.max_steps=8"]).rounds == 3
+    assert bench.main(["--dry"]) == 0
+    out = capsys.readouterr().out
+    assert "CPU: " in out and "flags: " in out and "reward=code" in out and "reward=arith" in out
