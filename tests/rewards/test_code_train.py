@@ -1,0 +1,35 @@
+"""The user command: reward=code with an arith-grading snippet trains the default task through the sandbox."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from rlexp.rewards.sandbox import bwrap_problem
+from tests.helpers import REPO
+
+# parses the completion's leading integer and compares it with the row's answer, like reward=arith's first term
+ARITH_SNIPPET = (
+    "def evaluate(example, response): import re; m = re.match(r\"\\s*(-?\\d+)\", response[\"text\"]); "
+    "return float(bool(m) and int(m.group(1)) == int(example[\"answer\"]))"
+)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(bwrap_problem() is not None, reason=f"bubblewrap does not work: {bwrap_problem()}")
+def test_reward_code_learns_the_default_task_like_the_builtin_reward(tmp_path) -> None:  # noqa: ANN001
+    run = tmp_path / "run"
+    cmd = [
+        sys.executable, "-m", "rlexp", "reward=code", f"reward.functions.0.kwargs.snippet='{ARITH_SNIPPET}'",
+        "logger=none", f"hydra.run.dir={run}",
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["eval"]["gain"]["pass_at_1"] >= 0.15, summary["eval"]
+    steps = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert any(s.get("rewards/code/mean") is not None for s in steps)
+    assert all(s.get("rewards/code/errors", 0.0) == 0.0 for s in steps)
