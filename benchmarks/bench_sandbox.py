@@ -23,8 +23,8 @@ from bench_default_run import ROOT, run_once  # noqa: E402
 
 # the completion's leading integer against the row's answer, like reward=arith's first term
 SNIPPET = (
-    "def evaluate(example, response): import re; m = re.match(r\"\\s*(-?\\d+)\", response[\"text\"]); "
-    "return float(bool(m) and int(m.group(1)) == int(example[\"answer\"]))"
+    'def evaluate(example, response): import re; m = re.match(r"\\s*(-?\\d+)", response["text"]); '
+    'return float(bool(m) and int(m.group(1)) == int(example["answer"]))'
 )
 SIDES = {
     "in_process": ["reward=arith", "logger=none"],

@@ -143,10 +143,16 @@ def _isolated(
         n = len(completions)
         cols = {k: json_value(v) for k, v in fields.items()}
         if call == "batch":
-            job = {**base, "batch": {"prompts": json_value(prompts), "completions": json_value(completions), "fields": cols}}
+            job = {
+                **base,
+                "batch": {"prompts": json_value(prompts), "completions": json_value(completions), "fields": cols},
+            }
         else:
             rows = [{k: v[i] for k, v in cols.items() if _is_column(v, n)} for i in range(n)]
-            items = [{"prompt": p, "completion": c, **r} for p, c, r in zip(json_value(prompts), json_value(completions), rows, strict=True)]
+            items = [
+                {"prompt": p, "completion": c, **r}
+                for p, c, r in zip(json_value(prompts), json_value(completions), rows, strict=True)
+            ]
             job = {**base, "items": items}
         try:
             answer = box.run(job)

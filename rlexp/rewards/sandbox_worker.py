@@ -141,7 +141,7 @@ def _forked(kind, target, items, lim):
                 continue
             reason = None
             if fd not in ready:  # past its deadline
-                reason = "timed out after %gs" % item_timeout
+                reason = f"timed out after {item_timeout:g}s"
                 for kill in (os.killpg, os.kill):
                     try:
                         kill(pid, signal.SIGKILL)
@@ -174,10 +174,10 @@ def _python(job):
             else:
                 module = importlib.import_module(target)
         except (ImportError, OSError) as exc:
-            raise _Fatal("cannot import %s: %s" % (target, exc)) from None
+            raise _Fatal(f"cannot import {target}: {exc}") from None
         fn = getattr(module, name, None)
     if not callable(fn):
-        raise _Fatal("%s defines no function %s" % (job.get("filename") or job.get("spec"), job["function"]))
+        raise _Fatal("{} defines no function {}".format(job.get("filename") or job.get("spec"), job["function"]))
     return fn
 
 
@@ -197,7 +197,7 @@ def run(job):
         else:
             target = None
     except SyntaxError as exc:
-        return {"error": "SyntaxError: %s (line %s)" % (exc.msg, exc.lineno), "fatal": True}
+        return {"error": f"SyntaxError: {exc.msg} (line {exc.lineno})", "fatal": True}
     except _Fatal as exc:
         return {"error": str(exc), "fatal": True}
     except BaseException as exc:  # noqa: BLE001 - module-level code of the user's snippet

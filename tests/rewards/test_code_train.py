@@ -13,8 +13,8 @@ from tests.helpers import REPO
 
 # parses the completion's leading integer and compares it with the row's answer, like reward=arith's first term
 ARITH_SNIPPET = (
-    "def evaluate(example, response): import re; m = re.match(r\"\\s*(-?\\d+)\", response[\"text\"]); "
-    "return float(bool(m) and int(m.group(1)) == int(example[\"answer\"]))"
+    'def evaluate(example, response): import re; m = re.match(r"\\s*(-?\\d+)", response["text"]); '
+    'return float(bool(m) and int(m.group(1)) == int(example["answer"]))'
 )
 
 

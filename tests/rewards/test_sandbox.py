@@ -101,7 +101,10 @@ def test_code_blocks_and_tests_are_extracted() -> None:
     assert extract_code("def f(): pass") == "def f(): pass"
     assert extract_code("```py\nx = 3\n") == "x = 3\n"  # cut before the closing fence
     assert parse_tests("['assert 1', 'assert 2']") == ["assert 1", "assert 2"]  # str(list), as dataset=jsonl gives
-    assert parse_tests('["assert 1"]') == ["assert 1"] and parse_tests("assert 1\nassert 2\n") == ["assert 1", "assert 2"]
+    assert parse_tests('["assert 1"]') == ["assert 1"] and parse_tests("assert 1\nassert 2\n") == [
+        "assert 1",
+        "assert 2",
+    ]
 
 
 def test_the_unit_test_grader_scores_the_share_of_tests_passed() -> None:
@@ -118,7 +121,11 @@ def test_the_unit_test_grader_scores_the_share_of_tests_passed() -> None:
     out = fn(["p"] * len(completions), completions, answer=[str(fact["tests"])] * len(completions))
     assert out == [1.0, 0.5, 0.0, 0.0, 0.0, 0.5]
     assert Path("/usr/bin/python3").exists() or Path("/usr/bin").exists()
-    every = fn(["p"] * len(PROBLEMS), [f"```python\n{p['solution']}```" for p in PROBLEMS], tests=[p["tests"] for p in PROBLEMS])
+    every = fn(
+        ["p"] * len(PROBLEMS),
+        [f"```python\n{p['solution']}```" for p in PROBLEMS],
+        tests=[p["tests"] for p in PROBLEMS],
+    )
     assert every == [1.0] * len(PROBLEMS)
 
 
@@ -136,7 +143,9 @@ def test_python_rewards_run_in_a_child_process_by_default_with_in_process_an_opt
 
 def test_python_in_the_sandbox_needs_a_file(tmp_path) -> None:  # noqa: ANN001
     path = tmp_path / "r.py"
-    path.write_text("import os\ndef score(prompts, completions, **_):\n    return [float('HF_TOKEN' in os.environ) for _ in completions]\n")
+    path.write_text(
+        "import os\ndef score(prompts, completions, **_):\n    return [float('HF_TOKEN' in os.environ) for _ in completions]\n"
+    )
     os.environ["HF_TOKEN"] = "x"
     try:
         assert make_reward_fn("python", {"function": f"{path}:score", "isolation": "sandbox"})(["p"], ["c"]) == [0.0]
@@ -161,13 +170,19 @@ def test_without_bwrap_the_command_is_refused_in_one_line_unless_opted_out(tmp_p
     env = {**os.environ, "PATH": _no_bwrap_path(tmp_path)}
     snippet = f"reward.functions.0.kwargs.snippet='{ARITH}'"
     cmd = [sys.executable, "-m", "rlexp", "reward=code", snippet, "logger=none", "trainer.max_steps=1"]
-    proc = subprocess.run([*cmd, f"hydra.run.dir={tmp_path / 'a'}"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [*cmd, f"hydra.run.dir={tmp_path / 'a'}"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-2000:]
-    assert lines[0].startswith("rlexp: error: reward.functions[].kwargs.sandbox='bwrap': bubblewrap (bwrap) is not on PATH")
+    assert lines[0].startswith(
+        "rlexp: error: reward.functions[].kwargs.sandbox='bwrap': bubblewrap (bwrap) is not on PATH"
+    )
     assert "reward.functions[].kwargs.sandbox=none" in lines[0]
     code = "from rlexp.rewards.registry import make_reward_fn as m; f = m('code', {'snippet': open(0).read(), 'sandbox': 'none'}); print(f(['p'], ['2'], answer=['2']))"
-    out = subprocess.run([sys.executable, "-c", code], input=ARITH, cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", code], input=ARITH, cwd=REPO, env=env, capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0 and out.stdout.strip() == "[1.0]", out.stderr[-2000:]
 
 
