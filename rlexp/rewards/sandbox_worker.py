@@ -150,7 +150,7 @@ def _forked(kind, target, items, lim):
             _, status = os.waitpid(pid, 0)
             if reason is None and os.WIFSIGNALED(status):
                 sig = os.WTERMSIG(status)
-                reason = "killed by signal %d%s" % (sig, " (CPU limit)" if sig == signal.SIGXCPU else "")
+                reason = f"killed by signal {sig}{' (CPU limit)' if sig == signal.SIGXCPU else ''}"
             os.close(fd)
             del running[fd]
             values[i], errors[i] = _finish(kind, items[i], bytes(buf), reason)
@@ -227,7 +227,7 @@ def run(job):
             pass
         if v is not None and not isinstance(v, float):
             if i < len(errors) and errors[i] is None:
-                errors[i] = "returned %s %.80r where a number belongs" % (type(v).__name__, v)
+                errors[i] = f"returned {type(v).__name__} {repr(v)[:80]} where a number belongs"
             v = None
         clean.append(None if v is None or v != v or v in (float("inf"), float("-inf")) else float(v))
     return {"values": clean, "errors": errors}
