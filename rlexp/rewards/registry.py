@@ -15,22 +15,33 @@ from typing import Any
 
 RewardFn = Callable[..., list[float]]
 _FACTORIES: dict[str, Callable[..., RewardFn]] = {}
+_CHECKS: dict[str, Callable[[str, dict[str, Any]], None]] = {}  # name -> check(key, kwargs), run before loading
 _BUILTIN_MODULES = (
     "rlexp.rewards.arith",
     "rlexp.rewards.math_rewards",
     "rlexp.rewards.http_reward",
     "rlexp.rewards.python_reward",
     "rlexp.rewards.maxtext",
+    "rlexp.rewards.judge",
+    "rlexp.rewards.string_match",
 )
 
 
-def register(name: str) -> Callable[[Callable[..., RewardFn]], Callable[..., RewardFn]]:
-    """Decorator: make a reward factory available as `fn: <name>` in reward configs."""
+def register(
+    name: str, check: Callable[[str, dict[str, Any]], None] | None = None
+) -> Callable[[Callable[..., RewardFn]], Callable[..., RewardFn]]:
+    """Decorator: make a reward factory available as `fn: <name>` in reward configs.
+
+    `check(key, kwargs)`, when given, raises a ConfigError for bad kwargs; `check_kwargs` runs it
+    with the rest of the config's rules, before anything heavy loads.
+    """
 
     def deco(factory: Callable[..., RewardFn]) -> Callable[..., RewardFn]:
         if name in _FACTORIES and _FACTORIES[name] is not factory:
             raise ValueError(f"reward function {name!r} is registered twice")
         _FACTORIES[name] = factory
+        if check is not None:
+            _CHECKS[name] = check
         return factory
 
     return deco
@@ -44,6 +55,13 @@ def _load_builtins() -> None:
 def known_reward_fns() -> set[str]:
     _load_builtins()
     return set(_FACTORIES)
+
+
+def check_kwargs(name: str, kwargs: dict[str, Any] | None, key: str) -> None:
+    """Run the reward's own config check (if it registered one) on its kwargs; `key` names them in errors."""
+    _load_builtins()
+    if name in _CHECKS:
+        _CHECKS[name](key, dict(kwargs or {}))
 
 
 def make_reward_fn(name: str, kwargs: dict[str, Any] | None = None) -> RewardFn:
