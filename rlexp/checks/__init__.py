@@ -12,7 +12,7 @@ from rlexp.config.schema import RlexpConfig
 from rlexp.config.validate import validate
 from rlexp.data.registry import known_loaders
 from rlexp.errors import ConfigError
-from rlexp.rewards.registry import check_reward_kwargs, known_reward_fns
+from rlexp.rewards.registry import check_kwargs, known_reward_fns
 
 
 def check_config(cfg: RlexpConfig) -> None:
@@ -25,4 +25,4 @@ def check_config(cfg: RlexpConfig) -> None:
     for i, f in enumerate(cfg.reward.functions):
         if f.fn not in known:
             raise ConfigError(f"reward.functions[{i}].fn", f.fn, f"use one of {', '.join(sorted(known))}")
-        check_reward_kwargs(f.fn, f.kwargs)  # e.g. reward=code: the snippet parses, the sandbox works
+        check_kwargs(f.fn, f.kwargs, f"reward.functions[{i}].kwargs")  # e.g. reward=code: the snippet parses

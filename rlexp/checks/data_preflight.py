@@ -246,6 +246,24 @@ def _write(out_dir: str, result: dict[str, Any]) -> None:
         json.dump(result, f, indent=2, allow_nan=False, default=str)
 
 
+def reward_table(rewards: dict[str, Any]) -> str:
+    """The preflight's rewards as an aligned table: one row per reward, `-` where a number does not apply."""
+
+    def num(v: Any, fmt: str) -> str:
+        return "-" if v is None else format(v, fmt)
+
+    head = ("reward", "weight", "n", "mean", "min", "max", "errors", "non-finite", "out", "range", "seconds", "tokens")
+    rows = [head]
+    for name, s in rewards.items():
+        rows.append((
+            name, num(s.get("weight"), "g"), str(s["n"]), num(s["mean"], ".3f"), num(s["min"], ".3f"),
+            num(s["max"], ".3f"), str(s["errors"]), str(s["non_finite"]), str(s["out_of_range"]),
+            "[{:g}, {:g}]".format(*s["range"]), num(s.get("seconds"), ".2f"), num(s.get("judge_tokens"), ".0f"),
+        ))  # fmt: skip
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    return "\n".join("rlexp:   " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
+
+
 def print_summary(result: dict[str, Any]) -> None:
     memory = next((c for c in result["checks"] if c["name"] == "memory" and c["status"] == "ok"), None)
     if memory:  # launchers print the estimate themselves, once per distinct estimate of a sweep
@@ -259,6 +277,8 @@ def print_summary(result: dict[str, Any]) -> None:
             f"rlexp: reward {name}: mean {mean} over {s['n']}, errors {s['errors']}, "
             f"non-finite {s['non_finite']}, out of range {s['out_of_range']}"
         )
+    if result.get("rewards"):
+        print(reward_table(result["rewards"]))
     zv = result.get("zero_variance_share")
     if zv is not None:
         print(f"rlexp: prompt groups with zero reward variance: {zv:.0%}")

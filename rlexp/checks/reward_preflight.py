@@ -1,7 +1,7 @@
 """The reward half of the preflight: the completions to score, read from `validate.completions` (jsonl of
 {id, completion}) or sampled with the configured model on one local device, and every reward called on them
-(per reward: mean, min, max, errors, non-finite and out-of-range values; the share of prompt groups whose total
-reward does not vary). `rlexp.checks.data_preflight.preflight` runs it after the data checks.
+(per reward: mean, min, max, errors, non-finite and out-of-range values, seconds, and a judge's tokens,
+latency and RPC-error/invalid ratios; the share of prompt groups whose total reward does not vary). `rlexp.checks.data_preflight.preflight` runs it after the data checks.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+import time
 from collections import defaultdict
 from typing import Any
 
@@ -101,6 +102,7 @@ def score(cfg: RlexpConfig, items: list[dict[str, Any]]) -> tuple[dict[str, Any]
             lo, hi = fcfg.range
             raised = None
             failed = 0  # values that are an error, not a score: a failed call, a string, a NaN with a cause
+            t0 = time.monotonic()
             try:
                 raw = list(r.raw([it["prompt"] for it in items], [it["completion"] for it in items], **fields))
                 if len(raw) != n:
@@ -113,6 +115,7 @@ def score(cfg: RlexpConfig, items: list[dict[str, Any]]) -> tuple[dict[str, Any]
                     failed = len(wrong)
             except Exception as err:  # noqa: BLE001 - the preflight reports any reward failure
                 raised, values, failed = f"{type(err).__name__}: {err}"[:500], [math.nan] * n, n
+            seconds = time.monotonic() - t0
             item_error = getattr(r.raw, "last_error", None)  # e.g. the http reward's unreachable service
             if item_error and not failed:
                 failed = sum(not math.isfinite(x) for x in values)
@@ -128,7 +131,11 @@ def score(cfg: RlexpConfig, items: list[dict[str, Any]]) -> tuple[dict[str, Any]
                 "out_of_range": sum(not lo <= v <= hi for v in finite),
                 "range": [lo, hi],
                 "weight": r.weight,
+                "seconds": round(seconds, 3),
             }
+            own = getattr(r.raw, "drain_metrics", None)  # a remote judge: tokens, latency, RPC-error/invalid ratios
+            if callable(own):
+                summary[r.name].update(own())
             if error:
                 summary[r.name]["last_error"] = error
             for key in ("counters",):
@@ -141,7 +148,7 @@ def score(cfg: RlexpConfig, items: list[dict[str, Any]]) -> tuple[dict[str, Any]
     weights = {r.name: r.weight for r in reward_set.rewards}
     for i in range(n):
         vals = {k: (c[i] if math.isfinite(c[i]) else 0.0) for k, c in columns.items()}
-        if cfg.reward.combine == "weighted_mean_clipped":
+        if cfg.reward.combine in ("weighted_mean", "weighted_mean_clipped"):
             s = sum(weights[k] * max(-1.0, min(1.0, v)) for k, v in vals.items()) / sum(weights.values())
             totals.append(max(-1.0, min(1.0, s)))
         else:

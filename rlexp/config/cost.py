@@ -10,6 +10,9 @@ The step time comes from the first of:
      FLOPs at MFU_TRAIN, rollout decoding bound by HBM bandwidth at DECODE_BW_EFF, every completion running to
      `max_completion_tokens x cost.completion_fill`. It is a planning number; calibrate before a large sweep.
 actual (summary.json, after the run): the run's wall-clock seconds x billed chips.
+LLM judges (`reward=judge`) with `kwargs.price_per_million_tokens` add their tokens: estimated per step as
+(the template's text / CHARS_PER_TOKEN + the prompt and completion it quotes + the judge's max_tokens) x
+samples x completions per step; the actual cost counts the tokens the endpoint reported (`usage`).
 
 Billed chips: every chip of the slice (trainer and rollout) times `slice.num_slices`; GPUs per node x nodes.
 Prices: `PRICE_PER_CHIP_HOUR` (public on-demand list prices) unless `cost.price_per_chip_hour` is set. Pure Python.
@@ -153,6 +156,50 @@ def price(cfg: RlexpConfig) -> tuple[float | None, str]:
     return None, f"no public price for {key} here: set cost.price_per_chip_hour"
 
 
+CHARS_PER_TOKEN = 4  # English text; the judge's prompt template is sized with it
+REFERENCE_TOKENS = 16  # a {references.<column>} (an answer) in the judge's template
+
+
+def judges(cfg: RlexpConfig) -> list[tuple[str, dict[str, Any]]]:
+    """(metric name, kwargs) of every LLM judge among the rewards."""
+    return [(f.name or f.fn, dict(f.kwargs)) for f in cfg.reward.functions if f.fn == "judge"]
+
+
+def judge_tokens_per_step(cfg: RlexpConfig, kwargs: dict[str, Any]) -> int:
+    """Planned tokens (prompt + answer) one judge spends in one training step."""
+    from rlexp.rewards.judge import DEFAULT_TEMPLATE, placeholders
+
+    t = cfg.trainer
+    template = str(kwargs.get("prompt_template") or DEFAULT_TEMPLATE)
+    fields = placeholders(template)
+    quoted = t.max_prompt_tokens * fields.count("prompt") + int(
+        t.max_completion_tokens * cfg.cost.completion_fill * fields.count("response")
+    )
+    refs = REFERENCE_TOKENS * sum(f.startswith("references.") for f in fields)
+    per_call = len(template) // CHARS_PER_TOKEN + quoted + refs + int(kwargs.get("max_tokens", 256))
+    return per_call * int(kwargs.get("samples", 1)) * t.batch_size * t.num_generations
+
+
+def _judge_cost(cfg: RlexpConfig, tokens: dict[str, int]) -> dict[str, Any]:
+    """{judge_tokens, judge_cost_usd} for tokens per judge; the cost is None when a judge has no price."""
+    total, usd = 0, 0.0
+    for name, kw in judges(cfg):
+        n = int(tokens.get(name, 0))
+        total += n
+        price_m = kw.get("price_per_million_tokens")
+        usd = None if price_m is None or usd is None else usd + n / 1e6 * float(price_m)
+    return {"judge_tokens": total, "judge_cost_usd": None if usd is None else round(usd, 4)}
+
+
+def _with_judge(out: dict[str, Any], cfg: RlexpConfig, tokens: dict[str, int]) -> dict[str, Any]:
+    if not judges(cfg):
+        return out
+    out.update(_judge_cost(cfg, tokens))
+    if out["judge_cost_usd"] is not None and out["cost_usd"] is not None:
+        out["cost_usd"] = round(out["cost_usd"] + out["judge_cost_usd"], 2)
+    return out
+
+
 def _money(chip_hours: float | None, usd: float | None) -> float | None:
     return None if chip_hours is None or usd is None else round(chip_hours * usd, 2)
 
@@ -182,7 +229,7 @@ def estimate_cost(cfg: RlexpConfig) -> dict[str, Any]:
     hours = None if seconds is None else (t.max_steps * seconds + (eval_s or 0.0)) / 3600
     chip_hours = None if hours is None else hours * chips
     usd, price_source = price(cfg)
-    return {
+    out = {
         "model": cfg.model.name,
         "slice": cfg.slice.name,
         "steps": t.max_steps,
@@ -196,28 +243,31 @@ def estimate_cost(cfg: RlexpConfig) -> dict[str, Any]:
         "price_source": price_source,
         "cost_usd": _money(chip_hours, usd),
     }
+    planned = {name: judge_tokens_per_step(cfg, kw) * t.max_steps for name, kw in judges(cfg)}
+    return _with_judge(out, cfg, planned)
 
 
-def actual_cost(cfg: RlexpConfig, wall_seconds: float) -> dict[str, Any]:
-    """What the run used: its wall-clock time on every billed chip."""
+def actual_cost(cfg: RlexpConfig, wall_seconds: float, judge_tokens: dict[str, int] | None = None) -> dict[str, Any]:
+    """What the run used: its wall-clock time on every billed chip, plus the judge tokens it was billed for."""
     chips = billed_chips(cfg)
     chip_hours = wall_seconds / 3600 * chips
     usd, _ = price(cfg)
-    return {
+    out = {
         "wall_seconds": round(wall_seconds, 2),
         "chips": chips,
         "chip_hours": round(chip_hours, 3),
         "cost_usd": _money(chip_hours, usd),
     }
+    return _with_judge(out, cfg, judge_tokens or {})
 
 
-def summary_cost(cfg: RlexpConfig, wall_seconds: float) -> dict[str, Any]:
+def summary_cost(cfg: RlexpConfig, wall_seconds: float, judge_tokens: dict[str, int] | None = None) -> dict[str, Any]:
     """summary.json's `cost`: the estimate the run was planned with beside what it used."""
     try:
         estimate: dict[str, Any] = estimate_cost(cfg)
     except ConfigError as err:  # e.g. a calibration run dir that went away: the run itself is fine
         estimate = {"error": str(err)}
-    return {"estimate": estimate, "actual": actual_cost(cfg, wall_seconds)}
+    return {"estimate": estimate, "actual": actual_cost(cfg, wall_seconds, judge_tokens)}
 
 
 def sweep_total(estimates: list[dict[str, Any]]) -> dict[str, Any]:
@@ -237,17 +287,26 @@ def format_cost(est: dict[str, Any]) -> str:
     """One line: how the chip-hours and cost of one run are made up."""
     head = f"cost estimate for {est['model']} on {est['slice']}: {est['steps']} steps"
     if est["step_time_s"] is None:
-        return f"{head}, step time {est['step_time_source']}"
+        return f"{head}, step time {est['step_time_source']}" + _judge_text(est)
     evals = f" + evals {est['eval_s'] / 3600:.2f} h" if est["eval_s"] else ""
     hours = est["hours"]
     span = f"{hours:.3g} h" if hours >= 0.1 else f"{hours * 3600:.3g} s"
     text = f"{head} x {est['step_time_s']:.3g} s [{est['step_time_source']}]{evals} = {span}"
     if not est["chips"]:
-        return f"{text} on the local CPU (no accelerator billed)"
+        return f"{text} on the local CPU (no accelerator billed)" + _judge_text(est)
     text += f" x {est['chips']} chips = {est['chip_hours']:.4g} chip-hours"
     if est["cost_usd"] is None:
-        return f"{text}; cost: {est['price_source']}"
-    return f"{text} x ${est['price_per_chip_hour']:.2f} = ${est['cost_usd']:,.2f} [{est['price_source']}]"
+        return f"{text}; cost: {est['price_source']}" + _judge_text(est)
+    chip_usd = est["cost_usd"] - (est.get("judge_cost_usd") or 0.0)
+    return f"{text} x ${est['price_per_chip_hour']:.2f} = ${chip_usd:,.2f} [{est['price_source']}]" + _judge_text(est)
+
+
+def _judge_text(est: dict[str, Any]) -> str:
+    if "judge_tokens" not in est:
+        return ""
+    usd = est["judge_cost_usd"]
+    price_text = "unpriced (set the judge's kwargs.price_per_million_tokens)" if usd is None else f"${usd:,.2f}"
+    return f"; judge: {est['judge_tokens']:,} tokens, {price_text}"
 
 
 def format_total(total: dict[str, Any]) -> str:

@@ -110,7 +110,7 @@ class RewardConfig:
 
     name: str = MISSING
     functions: list[RewardFnConfig] = field(default_factory=list)
-    combine: str = "sum"  # sum | weighted_mean_clipped
+    combine: str = "sum"  # sum | weighted_mean (alias weighted_mean_clipped)
     max_error_ratio: float = 0.8  # stop training when more of a step's reward calls error
     correct_threshold: float = 1.0  # eval: a completion is correct when the first function scores >= this
 

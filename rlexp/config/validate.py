@@ -25,7 +25,7 @@ LOSS_AGG_MODES = (
     "sequence-mean-token-sum-norm",
 )
 DTYPES = ("float32", "bfloat16", "float16")
-COMBINES = ("sum", "weighted_mean_clipped")
+COMBINES = ("sum", "weighted_mean", "weighted_mean_clipped")  # the last: weighted_mean's older name
 
 
 def _choice(key: str, value: object, allowed: tuple) -> None:

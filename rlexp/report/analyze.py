@@ -131,6 +131,11 @@ def health(run: Run) -> list[Flag]:
         flags.append(Flag(sev, "reward_errors", f"reward functions errored (peak error ratio {max(errors):.0%})"))
     elif per_fn > 0:
         flags.append(Flag("warn", "reward_errors", f"{per_fn:g} reward calls errored"))
+    for name in sorted(run.metric_names()):  # a remote reward (judge): transport failures vs unparsable answers
+        if name.startswith("rewards/") and name.endswith(("/rpc_error_ratio", "/invalid_ratio")):
+            peak = max(_finite([v for _, v in run.series(name)]), default=0.0)
+            if peak >= 0.1:
+                flags.append(Flag("warn", "reward_" + name.rsplit("/", 1)[1], f"{name} peaked at {peak:.0%}"))
     flags += _divergence(run)
     return flags
 

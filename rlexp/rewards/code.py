@@ -147,7 +147,7 @@ def _check_code(snippet: str | None = None, file: str | None = None, sandbox: st
     _sandbox(sandbox, _K)
 
 
-@register("code")
+@register("code", check=lambda key, kwargs: _check_code(**kwargs))
 def code_reward(
     snippet: str | None = None,
     file: str | None = None,
@@ -181,10 +181,7 @@ def code_reward(
     return code
 
 
-code_reward.check = _check_code  # type: ignore[attr-defined]
-
-
-@register("code_tests")
+@register("code_tests", check=lambda key, kwargs: _sandbox(kwargs.get("sandbox", "bwrap"), _K))
 def code_tests_reward(
     tests_field: str = "tests",
     sandbox: str = "bwrap",
@@ -219,6 +216,3 @@ def code_tests_reward(
     code_tests.counters = box.calls  # type: ignore[attr-defined]
     code_tests.close = box.close  # type: ignore[attr-defined]
     return code_tests
-
-
-code_tests_reward.check = lambda sandbox="bwrap", **_: _sandbox(sandbox, _K)  # type: ignore[attr-defined]

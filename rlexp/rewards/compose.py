@@ -2,16 +2,19 @@
 
 Tunix adds up the values of every reward function it is given. For `combine: sum` (MaxText)
 each configured function becomes one weighted callable (so Tunix also logs it by name). For
-`combine: weighted_mean_clipped` (Vertex) every value is clipped to [-1, 1] and a single
-callable returns clip(Σ wᵢ rᵢ / Σ wᵢ, -1, 1). Every call is recorded in `RewardSet.stats`,
-which the trainer drains once per step: per reward mean, std, errors, non-finite values and
-the share of clipped values. An exception or a NaN is an errored invocation scored 0; when
+`combine: weighted_mean` (Vertex; `weighted_mean_clipped` is its older name) every value is
+clipped to [-1, 1] and a single callable returns clip(Σ wᵢ rᵢ / Σ wᵢ, -1, 1). Every call is
+recorded in `RewardSet.stats`, which the trainer drains once per step: per reward mean, std,
+errors, non-finite values, the share of clipped values, the latency of its calls (mean, p95) and
+the RPC-error and invalid ratios (exceptions and non-finite values; a remote reward with its own
+`drain_metrics()`, such as the judge, reports its per-request numbers and token usage instead). An exception or a NaN is an errored invocation scored 0; when
 more than `max_error_ratio` of a step's invocations error, `step_metrics()` raises.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,6 +23,9 @@ from typing import Any
 from rlexp.config.schema import RewardConfig
 from rlexp.errors import ConfigError, RlexpError
 from rlexp.rewards.registry import RewardFn, make_reward_fn
+
+WEIGHTED_MEAN = ("weighted_mean", "weighted_mean_clipped")  # the second: the older name, kept as an alias
+COMBINES = ("sum", *WEIGHTED_MEAN)
 
 
 class RewardErrorBudgetExceeded(RlexpError):
@@ -37,6 +43,7 @@ class RewardStats:
     non_finite: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     clipped: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     calls: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    latency: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))  # seconds per call
     last_error: dict[str, str] = field(default_factory=dict)  # kept across drains: the newest failure
 
     def drain(self) -> dict[str, float]:
@@ -50,7 +57,13 @@ class RewardStats:
             out[f"rewards/{name}/errors"] = float(self.errors[name])
             out[f"rewards/{name}/non_finite"] = float(self.non_finite[name])
             out[f"rewards/{name}/clip_ratio"] = self.clipped[name] / self.calls[name] if self.calls[name] else 0.0
-        for counts in (self.values, self.errors, self.non_finite, self.clipped, self.calls):
+            out[f"rewards/{name}/rpc_error_ratio"] = self.errors[name] / self.calls[name] if self.calls[name] else 0.0
+            out[f"rewards/{name}/invalid_ratio"] = self.non_finite[name] / self.calls[name] if self.calls[name] else 0.0
+            lat = sorted(self.latency[name])
+            if lat:
+                out[f"rewards/{name}/latency_mean_s"] = sum(lat) / len(lat)
+                out[f"rewards/{name}/latency_p95_s"] = lat[min(len(lat) - 1, math.ceil(0.95 * len(lat)) - 1)]
+        for counts in (self.values, self.errors, self.non_finite, self.clipped, self.calls, self.latency):
             counts.clear()
         return out
 
@@ -65,14 +78,17 @@ def _guarded(name: str, fn: RewardFn, stats: RewardStats, clip: bool = False) ->
     def call(prompts: list[str], completions: list[str], **kw: Any) -> list[float]:
         n = len(completions)
         stats.calls[name] += n
+        t0 = time.monotonic()
         try:
             raw = list(fn(prompts, completions, **kw))
             if len(raw) != n:
                 raise ValueError(f"returned {len(raw)} values for {n} completions")
         except Exception as err:  # noqa: BLE001 - any failure of user reward code is an errored call
+            stats.latency[name].append(time.monotonic() - t0)
             stats.errors[name] += n
             stats.last_error[name] = f"{type(err).__name__}: {err}"[:500]
             return [0.0] * n
+        stats.latency[name].append(time.monotonic() - t0)
         item_error = getattr(fn, "last_error", None)
         if item_error:
             stats.last_error[name] = str(item_error)[:500]
@@ -117,6 +133,10 @@ class RewardSet:
         """Drain the stats of the finished step; raise if too many calls errored."""
         ratio = self.stats.error_ratio()
         metrics = self.stats.drain()
+        for r in self.rewards:  # a remote reward's own per-request numbers (judge: tokens, latency, ratios)
+            own = getattr(r.raw, "drain_metrics", None)
+            if callable(own):
+                metrics.update({f"rewards/{r.name}/{k}": v for k, v in own().items()})
         metrics["rewards/error_ratio"] = ratio
         if ratio > self.max_error_ratio:
             last = "; ".join(f"{k}: {v}" for k, v in sorted(self.stats.last_error.items()))
@@ -127,6 +147,15 @@ class RewardSet:
             )
         return metrics
 
+    def token_totals(self) -> dict[str, dict[str, int]]:
+        """Per reward that counts them (the judge), the tokens its endpoint reported over the run."""
+        out = {}
+        for r in self.rewards:
+            totals = getattr(r.raw, "token_totals", None)
+            if isinstance(totals, dict):
+                out[r.name] = dict(totals)
+        return out
+
     def close(self) -> None:
         """Release what rewards hold (grader processes, HTTP threads)."""
         for r in self.rewards:
@@ -136,10 +165,10 @@ class RewardSet:
 
 
 def build_rewards(cfg: RewardConfig) -> RewardSet:
-    if cfg.combine not in ("sum", "weighted_mean_clipped"):
-        raise ConfigError("reward.combine", cfg.combine, "use sum or weighted_mean_clipped")
+    if cfg.combine not in COMBINES:
+        raise ConfigError("reward.combine", cfg.combine, "use sum or weighted_mean")
     stats = RewardStats()
-    clip = cfg.combine == "weighted_mean_clipped"
+    clip = cfg.combine in WEIGHTED_MEAN
     rewards = []
     for f in cfg.functions:
         raw = make_reward_fn(f.fn, f.kwargs)
@@ -161,8 +190,9 @@ def build_rewards(cfg: RewardConfig) -> RewardSet:
     if total_w <= 0:
         raise ConfigError("reward.functions[].weight", [r.weight for r in rewards], "weights must sum to > 0")
 
-    def weighted_mean_clipped(prompts, completions, **kw):  # noqa: ANN001
+    def weighted_mean(prompts, completions, **kw):  # noqa: ANN001
         cols = [[r.weight * v for v in r.fn(prompts, completions, **kw)] for r in rewards]
         return [max(-1.0, min(1.0, sum(vals) / total_w)) for vals in zip(*cols, strict=True)]
 
-    return RewardSet([weighted_mean_clipped], stats, cfg.max_error_ratio, rewards, cfg.combine)
+    weighted_mean.__name__ = cfg.combine  # Tunix logs the combined reward as rewards/<combine>/mean
+    return RewardSet([weighted_mean], stats, cfg.max_error_ratio, rewards, cfg.combine)

@@ -73,7 +73,7 @@ def _check(function: str = "", call: str = "batch", isolation: str = "process", 
         require_bwrap(_ISO, isolation, f"{_ISO}=process (or in_process)")
 
 
-@register("python")
+@register("python", check=lambda key, kwargs: _check(**kwargs))
 def python_reward(
     function: str,
     call: str = "batch",
@@ -112,9 +112,6 @@ def python_reward(
 
 def _is_column(value: Any, n: int) -> bool:
     return hasattr(value, "__len__") and not isinstance(value, str | bytes | dict) and len(value) == n
-
-
-python_reward.check = _check  # type: ignore[attr-defined]
 
 
 def _isolated(

@@ -3,8 +3,8 @@
 A factory takes the option's `kwargs` and returns a scorer with Tunix's reward signature,
 `fn(prompts, completions, **batch_fields) -> list[float]`; batch fields such as `answer`
 arrive repeated once per completion. Registering a new reward is one decorated function.
-Modules that define rewards are listed in `_BUILTIN_MODULES` and imported lazily. A factory may carry a
-`check(**kwargs)` attribute: the config check calls it (cheap, before JAX) to refuse kwargs in one line.
+Modules that define rewards are listed in `_BUILTIN_MODULES` and imported lazily. A factory may register a
+`check(key, kwargs)`: the config check calls it (cheap, before JAX) to refuse kwargs in one line.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 
 RewardFn = Callable[..., list[float]]
 _FACTORIES: dict[str, Callable[..., RewardFn]] = {}
+_CHECKS: dict[str, Callable[[str, dict[str, Any]], None]] = {}  # name -> check(key, kwargs), run before loading
 _BUILTIN_MODULES = (
     "rlexp.rewards.arith",
     "rlexp.rewards.math_rewards",
@@ -23,16 +24,26 @@ _BUILTIN_MODULES = (
     "rlexp.rewards.python_reward",
     "rlexp.rewards.maxtext",
     "rlexp.rewards.code",
+    "rlexp.rewards.judge",
+    "rlexp.rewards.string_match",
 )
 
 
-def register(name: str) -> Callable[[Callable[..., RewardFn]], Callable[..., RewardFn]]:
-    """Decorator: make a reward factory available as `fn: <name>` in reward configs."""
+def register(
+    name: str, check: Callable[[str, dict[str, Any]], None] | None = None
+) -> Callable[[Callable[..., RewardFn]], Callable[..., RewardFn]]:
+    """Decorator: make a reward factory available as `fn: <name>` in reward configs.
+
+    `check(key, kwargs)`, when given, raises a ConfigError for bad kwargs; `check_kwargs` runs it
+    with the rest of the config's rules, before anything heavy loads.
+    """
 
     def deco(factory: Callable[..., RewardFn]) -> Callable[..., RewardFn]:
         if name in _FACTORIES and _FACTORIES[name] is not factory:
             raise ValueError(f"reward function {name!r} is registered twice")
         _FACTORIES[name] = factory
+        if check is not None:
+            _CHECKS[name] = check
         return factory
 
     return deco
@@ -46,6 +57,13 @@ def _load_builtins() -> None:
 def known_reward_fns() -> set[str]:
     _load_builtins()
     return set(_FACTORIES)
+
+
+def check_kwargs(name: str, kwargs: dict[str, Any] | None, key: str) -> None:
+    """Run the reward's own config check (if it registered one) on its kwargs; `key` names them in errors."""
+    _load_builtins()
+    if name in _CHECKS:
+        _CHECKS[name](key, dict(kwargs or {}))
 
 
 def make_reward_fn(name: str, kwargs: dict[str, Any] | None = None) -> RewardFn:
@@ -63,11 +81,3 @@ def make_reward_fn(name: str, kwargs: dict[str, Any] | None = None) -> RewardFn:
             f"reward {name} kwargs", dict(kwargs or {}), f"{err}; the factory takes {inspect.signature(factory)}"
         ) from err
     return factory(**(kwargs or {}))
-
-
-def check_reward_kwargs(name: str, kwargs: dict[str, Any] | None = None) -> None:
-    """Run the factory's `check` (if it has one) on the kwargs: a ConfigError before anything is built."""
-    _load_builtins()
-    check = getattr(_FACTORIES.get(name), "check", None)
-    if callable(check):
-        check(**(kwargs or {}))

@@ -66,12 +66,11 @@ def rlexp_metric_key(name: str) -> str:
 
 
 def group_stats(rewards: np.ndarray, num_generations: int) -> dict[str, float]:
-    """Std of total reward and the share of prompt groups whose completions all scored the same."""
+    """Std of total reward, the share of prompt groups whose completions all scored the same, and its
+    complement `learnable_prompt_ratio` (groups whose rewards differ: the only ones GRPO learns from)."""
     groups = np.asarray(rewards, np.float64).reshape(-1, num_generations)
-    return {
-        "rewards/std": float(np.std(groups)),
-        "frac_reward_zero_std": float(np.mean(np.std(groups, axis=1) < 1e-8)),
-    }
+    zero = float(np.mean(np.std(groups, axis=1) < 1e-8))
+    return {"rewards/std": float(np.std(groups)), "frac_reward_zero_std": zero, "learnable_prompt_ratio": 1.0 - zero}
 
 
 class MetricsCollector:

@@ -346,7 +346,8 @@ class TrainingSession:
                 "eval_rows": len(self.eval_rows),
                 "skipped": self.data_skipped,
             },
-            "cost": summary_cost(self.conf, wall),  # estimate and actual chip-hours side by side
+            # estimate and actual chip-hours side by side, and the judge tokens the rewards counted
+            "cost": summary_cost(self.conf, wall, _judge_tokens(getattr(self, "rewards", None))),
             # profile.steps: the trace's folder, once a trace was written (a run stopped before the window has none)
             "profile": self.profile if self.profile and storage.exists(self.profile) else None,
             "perf": perf.summary(),  # the perf patches applied (perf.patches) and the kernels built
@@ -376,3 +377,9 @@ class TrainingSession:
         if s.get("profile"):
             lines.append(f"  profile   {s['profile']}  (XProf: xprof --logdir={s['profile']})")
         log.info("\n".join(lines))
+
+
+def _judge_tokens(rewards: Any) -> dict[str, int]:
+    """Tokens (prompt + completion) each LLM judge's endpoint reported over the run."""
+    totals = rewards.token_totals() if rewards is not None else {}
+    return {name: sum(t.values()) for name, t in totals.items()}
