@@ -167,7 +167,7 @@ def judges(cfg: RlexpConfig) -> list[tuple[str, dict[str, Any]]]:
 
 def judge_tokens_per_step(cfg: RlexpConfig, kwargs: dict[str, Any]) -> int:
     """Planned tokens (prompt + answer) one judge spends in one training step."""
-    from rlexp.rewards.judge import DEFAULT_TEMPLATE, placeholders
+    from rlexp.config.judge import DEFAULT_TEMPLATE, placeholders
 
     t = cfg.trainer
     template = str(kwargs.get("prompt_template") or DEFAULT_TEMPLATE)

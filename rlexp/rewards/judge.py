@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import string
 import threading
 import time
 import types
@@ -33,28 +32,16 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlparse
 
+from rlexp.config.judge import DEFAULT_TEMPLATE, placeholders
 from rlexp.errors import ConfigError
 from rlexp.rewards.registry import RewardFn, register
 
-DEFAULT_TEMPLATE = (
-    "You are grading a response to a task.\n"
-    "{system_instruction}\n"
-    "Task:\n{prompt}\n\n"
-    "Response:\n{response}\n\n"
-    "Reference answer: {references.answer}\n\n"
-    "Reply with one line 'Score: <number between 0 and 1>'."
-)
 DEFAULT_REGEX = r"(?i)score\s*[:=]\s*(-?\d+(?:\.\d+)?)"
 SCORERS = ("number", "exact_match")
 _FIELDS = ("prompt", "response", "system_instruction")
 _RETRYABLE = {429, 500, 502, 503, 504}
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def placeholders(template: str) -> list[str]:
-    """The `{...}` fields of a template, in order; raises ValueError on unbalanced braces."""
-    return [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
 
 
 def reference_columns(template: str) -> list[str]:
