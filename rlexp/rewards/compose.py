@@ -7,8 +7,10 @@ clipped to [-1, 1] and a single callable returns clip(Σ wᵢ rᵢ / Σ wᵢ, -1
 recorded in `RewardSet.stats`, which the trainer drains once per step: per reward mean, std,
 errors, non-finite values, the share of clipped values, the latency of its calls (mean, p95) and
 the RPC-error and invalid ratios (exceptions and non-finite values; a remote reward with its own
-`drain_metrics()`, such as the judge, reports its per-request numbers and token usage instead). An exception or a NaN is an errored invocation scored 0; when
-more than `max_error_ratio` of a step's invocations error, `step_metrics()` raises.
+`drain_metrics()`, such as the judge, reports its per-request numbers and token usage instead). An exception or a NaN is an errored invocation: the
+sample leaves its group (it takes the mean of its group's valid values, so its advantage is 0 and the group's mean
+is unchanged; `leave_group`); a call that raised scores its whole batch 0. When more than `max_error_ratio` of a
+step's invocations error, `step_metrics()` raises.
 """
 
 from __future__ import annotations
@@ -72,8 +74,25 @@ class RewardStats:
         return (sum(self.errors.values()) + sum(self.non_finite.values())) / calls if calls else 0.0
 
 
-def _guarded(name: str, fn: RewardFn, stats: RewardStats, clip: bool = False) -> Callable[..., list[float]]:
-    """Call fn; an exception or a NaN counts as an errored invocation scored 0; `clip` bounds values to [-1, 1]."""
+def leave_group(values: list[float], group_size: int) -> list[float]:
+    """Errored values (NaN) take the mean of the valid values of their group (`group_size` contiguous completions
+    of one prompt, as Tunix orders them), or 0 when the group has none: an errored sample then moves neither its
+    group's mean nor its own advantage, as if it had been dropped from the group."""
+    g = group_size if group_size > 1 and len(values) % group_size == 0 else len(values) or 1
+    out = list(values)
+    for start in range(0, len(out), g):
+        block = out[start : start + g]
+        valid = [v for v in block if not math.isnan(v)]
+        fill = sum(valid) / len(valid) if valid else 0.0
+        out[start : start + g] = [fill if math.isnan(v) else v for v in block]
+    return out
+
+
+def _guarded(
+    name: str, fn: RewardFn, stats: RewardStats, clip: bool = False, group_size: int = 1
+) -> Callable[..., list[float]]:
+    """Call fn; an exception or a non-finite value is an errored invocation, which leaves its group
+    (`leave_group`); `clip` bounds values to [-1, 1]."""
 
     def call(prompts: list[str], completions: list[str], **kw: Any) -> list[float]:
         n = len(completions)
@@ -87,7 +106,7 @@ def _guarded(name: str, fn: RewardFn, stats: RewardStats, clip: bool = False) ->
             stats.latency[name].append(time.monotonic() - t0)
             stats.errors[name] += n
             stats.last_error[name] = f"{type(err).__name__}: {err}"[:500]
-            return [0.0] * n
+            return [0.0] * n  # the whole batch errored: every group equal, no advantage anywhere
         stats.latency[name].append(time.monotonic() - t0)
         item_error = getattr(fn, "last_error", None)
         if item_error:
@@ -101,13 +120,14 @@ def _guarded(name: str, fn: RewardFn, stats: RewardStats, clip: bool = False) ->
                 v = math.nan
             if not math.isfinite(v):
                 stats.non_finite[name] += 1
-                v = 0.0
+                out.append(math.nan)
+                continue
             if clip and not -1.0 <= v <= 1.0:
                 stats.clipped[name] += 1
                 v = max(-1.0, min(1.0, v))
             stats.values[name].append(v)
             out.append(v)
-        return out
+        return leave_group(out, group_size)
 
     call.__name__ = name
     return call
@@ -164,7 +184,9 @@ class RewardSet:
                 close()
 
 
-def build_rewards(cfg: RewardConfig) -> RewardSet:
+def build_rewards(cfg: RewardConfig, group_size: int = 1) -> RewardSet:
+    """The reward callables for Tunix; `group_size`: completions per prompt (trainer.num_generations), the groups
+    an errored sample leaves."""
     if cfg.combine not in COMBINES:
         raise ConfigError("reward.combine", cfg.combine, "use sum or weighted_mean")
     stats = RewardStats()
@@ -173,7 +195,7 @@ def build_rewards(cfg: RewardConfig) -> RewardSet:
     for f in cfg.functions:
         raw = make_reward_fn(f.fn, f.kwargs)
         name = f.name or f.fn
-        rewards.append(NamedReward(name, f.weight, _guarded(name, raw, stats, clip), raw))
+        rewards.append(NamedReward(name, f.weight, _guarded(name, raw, stats, clip, group_size), raw))
     if len({r.name for r in rewards}) != len(rewards):
         raise ConfigError("reward.functions", [r.name for r in rewards], "give rewards with the same fn distinct names")
     if not clip:

@@ -16,8 +16,8 @@ values come back as JSON on stdout (`rlexp.rewards.sandbox_worker` is the progra
 
 The wall timeout (`timeout_s`) is enforced from outside: the process group is killed. A failed call (crash,
 timeout, limit, unreadable answer) is retried once; then `SandboxError` is raised and the reward scores
-the call's items NaN, which `rlexp.rewards.compose` counts as errored values (scored 0, `non_finite`, and
-against `reward.max_error_ratio`).
+the call's items NaN, which `rlexp.rewards.compose` counts as errored values (`non_finite`, against
+`reward.max_error_ratio`): each such sample leaves its group (`rlexp.rewards.compose.leave_group`).
 """
 
 from __future__ import annotations

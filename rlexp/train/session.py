@@ -254,7 +254,7 @@ class TrainingSession:
         # and the eval before training, whose first log waits for it (a tracker that cannot start fails the
         # run before any step)
         self.tracker = NoTracker() if tracker is None else tracker.start(DEFAULT_FACTORY, *self._tracker_args(resolved))
-        self.rewards = build_rewards(self.conf.reward)
+        self.rewards = build_rewards(self.conf.reward, self.conf.trainer.num_generations)
         # pad prompts to the longest one this run will see (train and eval), not to max_prompt_tokens
         width = prompt_width([r["prompt"] for r in self.train_rows + self.eval_rows], tokenizer, t.max_prompt_tokens)
         heap.settle()  # jax, Tunix, the models: RLCluster's own gc.collect() then skips them

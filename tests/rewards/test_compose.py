@@ -59,7 +59,8 @@ def test_errors_and_nan_count_and_the_budget_aborts_with_the_cause() -> None:
 def test_item_mode_isolates_a_failing_item(tmp_path) -> None:  # noqa: ANN001
     rs = build_rewards(_cfg(_py(f"{G}:per_item", "item", call="item")))
     (fn,) = rs.fns
-    assert fn(["p"] * 3, ["answer 5", "boom", "4"], answer=["5", "5", "5"]) == [1.0, 0.0, 0.0]
+    # the failing item leaves its group (here the whole batch): it takes the valid items' mean
+    assert fn(["p"] * 3, ["answer 5", "boom", "4"], answer=["5", "5", "5"]) == [1.0, 0.5, 0.0]
     m = rs.step_metrics()
     assert m["rewards/item/non_finite"] == 1.0 and rs.stats.last_error["item"] == "RuntimeError: item failed"
 
@@ -95,3 +96,30 @@ def test_python_option_needs_a_function() -> None:
     conf = compose_conf(["reward=python", f"reward.functions.0.kwargs.function={G}:length_penalty"])
     assert build_rewards(conf.reward).fns[0](["p"], ["x" * 10]) == [-0.1]
     assert (REPO / "conf" / "reward" / "python.yaml").read_text().count("???") == 1
+
+
+def test_an_errored_sample_leaves_its_group() -> None:
+    """Groups of 4 completions: NaN (an errored item) takes the mean of its group's valid values, so the group's
+    mean and every other sample's advantage stay as they were without it; an all-errored group scores 0."""
+    from rlexp.rewards.compose import leave_group
+
+    nan = float("nan")
+    values = [1.0, nan, 0.0, 0.5, nan, nan, nan, nan, 0.2, 0.2, nan, 0.8]
+    out = leave_group(values, 4)
+    assert out[:4] == [1.0, 0.5, 0.0, 0.5] and out[4:8] == [0.0] * 4
+    assert out[8:] == pytest.approx([0.2, 0.2, 0.4, 0.8])
+    assert sum(out[8:]) / 4 == pytest.approx((0.2 + 0.2 + 0.8) / 3)  # the valid values' mean
+    assert leave_group([nan, 1.0, 3.0], 4) == [2.0, 1.0, 3.0]  # a batch not of whole groups: one group
+
+
+def test_build_rewards_fills_errored_items_per_group() -> None:
+    from rlexp.rewards.registry import register
+
+    @register("test_every_second_errors")
+    def _factory():
+        return lambda prompts, completions, **_: [float("nan") if i % 2 else 1.0 + i for i in range(len(completions))]
+
+    cfg = RewardConfig(name="t", functions=[RewardFnConfig(fn="test_every_second_errors")])
+    rs = build_rewards(cfg, group_size=2)
+    assert rs.fns[0](["p"] * 4, ["c"] * 4) == [1.0, 1.0, 3.0, 3.0]
+    assert rs.step_metrics()["rewards/test_every_second_errors/non_finite"] == 2.0

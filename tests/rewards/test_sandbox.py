@@ -65,7 +65,8 @@ def test_hostile_snippets_are_contained_and_the_caller_goes_on(attack: str, tmp_
     start = time.perf_counter()
     out = rs.fns[0](["p", "p"], ["attack", "fine"], answer=["1", "1"])
     assert time.perf_counter() - start < 30
-    assert out == [0.0, 0.5]  # the attack is an errored value (scored 0), the other item is scored
+    # the attack is an errored value, which leaves its group (here the batch): it takes the valid items' mean
+    assert out == [0.5, 0.5]
     m = rs.step_metrics()
     assert m["rewards/code/non_finite"] == 1.0, rs.stats.last_error
     assert not (REPO / "sandbox_escape.txt").exists()
