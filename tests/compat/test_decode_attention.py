@@ -15,7 +15,7 @@ from tunix.models.qwen3 import model as qwen3_lib
 
 from rlexp.compat import decode_attention
 from rlexp.models.loader import load_model
-from tests.helpers import compiled_programs, compose_conf
+from tests.helpers import compose_conf
 
 PROMPT, SLOTS = 5, 12
 
@@ -53,6 +53,7 @@ def _decode_step(model: nnx.Module, dtype) -> tuple[jax.Array, dict, str]:
     return logits, cache, jitted.lower(state, cache).as_text()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_a_decoding_step_takes_the_kernel_and_gives_tunix_values(dtype: str, monkeypatch: pytest.MonkeyPatch) -> None:
     conf = compose_conf([f"model.dtype={dtype}", "model.param_dtype=float32"])
@@ -89,6 +90,7 @@ def test_prefill_and_training_keep_tunix_attention() -> None:
     assert "rlexp_decode_attention" not in jax.jit(jax.grad(loss)).lower(state).as_text()
 
 
+@pytest.mark.slow
 def test_without_a_compiler_tunix_attention_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
@@ -112,7 +114,8 @@ def test_turned_off_by_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         decode_attention._registered.cache_clear()
 
 
-def test_the_user_command_decodes_through_the_kernel(tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_the_user_command_decodes_through_the_kernel(user_command_programs: dict[str, str]) -> None:
     """`python -m rlexp` as typed: its rollouts' compiled decode loop calls the kernel (XLA's dump of it)."""
-    decode = [text for name, text in compiled_programs(tmp_path, "decode").items() if "decode_fn" in name]
+    decode = [text for name, text in user_command_programs.items() if "decode_fn" in name]
     assert decode and all("rlexp_decode_attention_f32" in text for text in decode)

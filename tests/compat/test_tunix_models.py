@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import inspect
 import re
-from pathlib import Path
 
 import jax
 import jax.extend
@@ -19,7 +18,7 @@ from tunix.models.qwen3 import model as qwen3_lib
 from rlexp.compat import tunix_models
 from rlexp.compat.tunix_models import matmul_f32_accumulate, token_rows_spec
 from rlexp.models.loader import load_model
-from tests.helpers import compiled_programs, compose_conf
+from tests.helpers import compose_conf
 
 
 @pytest.mark.parametrize(
@@ -84,6 +83,7 @@ def _projections_contracting_two_dims(model, tokens) -> int:
     return count
 
 
+@pytest.mark.slow
 def test_projections_on_token_rows_match_tunix(monkeypatch: pytest.MonkeyPatch) -> None:
     conf = compose_conf()
     mesh = Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("fsdp", "tp"), axis_types=(AxisType.Auto,) * 2)
@@ -146,6 +146,7 @@ def test_matmul_f32_accumulate_values_gradients_and_dots(w_transposed: bool) -> 
     assert _dot_kinds(jax.grad(ours, argnums=(0, 1)), x, w) == {("bfloat16", "float32"): 3}
 
 
+@pytest.mark.slow
 def test_bfloat16_projections_take_the_bf16_gemm_and_match_tunix(monkeypatch: pytest.MonkeyPatch) -> None:
     conf = compose_conf(["model.dtype=bfloat16"])  # float32 weights, bf16 compute
     mesh = Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("fsdp", "tp"), axis_types=(AxisType.Auto,) * 2)
@@ -182,6 +183,7 @@ def test_bfloat16_projections_take_the_bf16_gemm_and_match_tunix(monkeypatch: py
         np.testing.assert_allclose(ours.astype(jnp.float32) / scale, theirs.astype(jnp.float32) / scale, atol=2e-2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("platform", ["cpu", "other"])
 def test_lora_on_bf16_projections_keeps_the_kv_cache_dtype(platform: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """qwix's float32 adapter product promoted the bf16 k and v projections, and the sampler's bf16 KV cache
@@ -218,6 +220,7 @@ def _compiled(table_positions: int, x: jax.Array, positions: jax.Array = LEFT_PA
     return jax.jit(lambda x: _rotate(x, positions, table_positions)).lower(x).compile().as_text()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
 def test_rope_table_gives_the_per_call_bits(dtype) -> None:
     x = jax.random.normal(jax.random.key(0), (4, 72, 8, 64), dtype)
@@ -256,10 +259,11 @@ def test_rope_table_is_cpu_only(monkeypatch: pytest.MonkeyPatch) -> None:
     assert " sine(" in _compiled(128, jnp.ones((4, 72, 8, 64), jnp.float32))
 
 
-def test_the_user_command_s_programs_compute_no_sine(tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_the_user_command_s_programs_compute_no_sine(user_command_programs: dict[str, str]) -> None:
     """`python -m rlexp` as typed: its decoding step and train step read RoPE's table (no sine or cosine of an
     array left in XLA's optimized programs; the same run's numbers are pinned by tests/train/test_pinned_metrics.py)."""
-    programs = compiled_programs(tmp_path, "train_step|decode_fn", steps=1)
+    programs = {name: text for name, text in user_command_programs.items() if re.search("train_step|decode_fn", name)}
     assert any("train_step" in name for name in programs) and any("decode_fn" in name for name in programs)
     on_arrays = re.compile(r"= \w+\[\d[\d,]*\]\S* (sine|cosine)\(")  # not the learning rate's scalar cosine
     assert not [name for name, text in programs.items() if on_arrays.search(text)]
