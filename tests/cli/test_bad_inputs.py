@@ -124,6 +124,7 @@ def test_the_table_covers_every_command() -> None:
     assert len({c.argv for c in CASES + SLOW_CASES}) == len(CASES) + len(SLOW_CASES), "a case is listed twice"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=_id)
 def test_bad_input_is_one_line(case: Case, outcomes: dict) -> None:
     check(case, *outcomes[case])

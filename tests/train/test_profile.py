@@ -32,6 +32,7 @@ def _executions(trace: dict, program: str) -> int:
     return sum(1 for i, t in enumerate(starts) if i == 0 or t - starts[i - 1] > 1000)  # µs
 
 
+@pytest.mark.slow
 def test_profile_steps_traces_that_many_steps_into_the_run_dir(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     out = _rlexp("profile.steps=2", "profile.skip_steps=5", *SHORT, f"hydra.run.dir={run_dir}", cwd=REPO)
@@ -50,6 +51,7 @@ def test_profile_steps_traces_that_many_steps_into_the_run_dir(tmp_path: Path) -
     assert sum("loss" in r for r in rows) == 8
 
 
+@pytest.mark.slow
 def test_a_run_stopped_before_its_window_claims_no_trace_and_resumes_past_it(tmp_path: Path) -> None:
     """SIGTERM before the traced steps: no trace, and summary.json says none. The resumed run has fewer steps left
     than skip_steps (counted from the resume, whose first step compiles again): it says so and trains to the end."""

@@ -129,6 +129,7 @@ def test_async_rollout_on_separate_cpu_devices_learns(tmp_path: Path) -> None:
     assert gain > 0.05, summary["eval"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "options",
     [
