@@ -27,15 +27,11 @@ run: $(RUN_STAMP)
 test: $(TEST_STAMP)
 	scripts/install_system_deps.sh
 	$(PY) -m ruff check .
-	# Separate pytest processes: some modules import torch at collection (parity, export), and the data-check
-	# tests run Hydra apps in-process with a forkserver grader pool; beside each other they break pytest's
-	# output capture ("I/O operation on closed file"), so each group gets a process of its own
-	# (the sweep fan-out tests too: they pass alone but not after the in-process launches of tests/launch).
-	$(PY) -m pytest --ignore=tests/models --ignore=tests/test_export.py --ignore=tests/checks \
-		--ignore=tests/launch/test_sweep_fanout.py
-	$(PY) -m pytest tests/checks
-	$(PY) -m pytest tests/launch/test_sweep_fanout.py
-	$(PY) -m pytest tests/models tests/test_export.py
+	# One pytest process for the whole suite: tests/conftest.py puts back what a test changes in the process
+	# (logging handlers and levels, Hydra's global state, cwd, environment, JAX flags) and keeps absl's handler off
+	# pytest's capture, so in-process Hydra runs, torch-importing modules and the sweep fan-out run side by side.
+	# `pytest -m "not slow"` is the fast tier (no training runs, no servers).
+	$(PY) -m pytest
 
 lint: $(TEST_STAMP)
 	$(PY) -m ruff format .

@@ -8,7 +8,7 @@ import sys
 import pytest
 import yaml
 
-from tests.helpers import REPO
+from tests.helpers import REPO, run_rlexp
 
 PROBE = """
 import runpy, sys
@@ -22,7 +22,7 @@ finally:
 
 
 def rlexp(*args: str, cwd=REPO) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rlexp", *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+    return run_rlexp(*args, cwd=cwd, timeout=120)
 
 
 def test_cfg_job_prints_config_without_importing_jax(tmp_path) -> None:
@@ -69,14 +69,10 @@ def test_unset_required_value_is_one_line(tmp_path) -> None:
 
 
 def test_full_error_env_keeps_traceback(tmp_path) -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "rlexp", "trainer.num_generations=1", f"hydra.run.dir={tmp_path}/run"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=120,
+    out = run_rlexp(
+        "trainer.num_generations=1", f"hydra.run.dir={tmp_path}/run", cwd=tmp_path, timeout=120,
         env={**__import__("os").environ, "HYDRA_FULL_ERROR": "1"},
-    )
+    )  # fmt: skip
     assert out.returncode != 0 and "Traceback" in out.stderr and "ConfigError" in out.stderr
 
 

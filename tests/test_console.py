@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from rlexp.console import COMMANDS
-from tests.helpers import REPO
+from tests.helpers import REPO, run_rlexp
 
 FIXTURE = REPO / "tests" / "fixtures" / "runs" / "lr_seed"
 
@@ -31,7 +31,7 @@ def rlexp(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
 
 def python_m(module: str, *args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
     """`python -m <module> <args>` in a shell."""
-    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, cwd=cwd, timeout=300)
+    return run_rlexp(*args, module=module, cwd=cwd, timeout=300)
 
 
 def test_pyproject_names_the_console_function() -> None:

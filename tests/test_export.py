@@ -60,6 +60,7 @@ def _check_round_trip(run_dir: Path, actor, out: Path, vocab: int, tokens_len: i
     return max_rel_error(rlexp_logits(actor, tokens), theirs)
 
 
+@pytest.mark.slow
 def test_tiny_qwen3_run_exports_to_transformers(tmp_path):
     actor = make_run(tmp_path / "run", None, ["model=tiny"], step=4)
     out = tmp_path / "hf"
@@ -70,12 +71,14 @@ def test_tiny_qwen3_run_exports_to_transformers(tmp_path):
     assert tok("1+2=")["input_ids"]
 
 
+@pytest.mark.slow
 def test_lora_run_exports_merged_weights(tmp_path):
     actor = make_run(tmp_path / "run", None, ["model=tiny", "trainer.lora.rank=4"], step=2, lora=True)
     err = _check_round_trip(tmp_path / "run", actor, tmp_path / "hf", vocab=17)
     assert err <= 1e-4
 
 
+@pytest.mark.slow
 def test_bf16_lora_run_exports_merged_weights(tmp_path):
     """Adapters of a model.param_dtype=bfloat16 run are bf16, which numpy's einsum refused when merging."""
     overrides = ["model=tiny", "trainer.lora.rank=4", "model.dtype=bfloat16", "model.param_dtype=bfloat16"]

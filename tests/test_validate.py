@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
 from rlexp.checks import check_config
 from rlexp.checks.data_preflight import preflight, print_summary
 from rlexp.data.templates import doubled_markers, render_prompt
-from tests.helpers import REPO, compose_conf
+from tests.helpers import REPO, compose_conf, run_rlexp
 
 FIX = REPO / "tests" / "fixtures" / "recipes"
 OMI2 = [
@@ -139,8 +138,7 @@ def test_completions_with_answers_need_no_dataset(tmp_path) -> None:  # noqa: AN
 
 def _cli(args: list[str], run_dir: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    cmd = [sys.executable, "-m", "rlexp.validate", *args, f"hydra.run.dir={run_dir}"]
-    return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    return run_rlexp(*args, f"hydra.run.dir={run_dir}", module="rlexp.validate", env=env, timeout=300)
 
 
 def test_cli_with_given_completions(tmp_path) -> None:  # noqa: ANN001

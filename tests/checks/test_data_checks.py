@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from rlexp.checks.data_preflight import preflight
-from tests.helpers import REPO, compose_conf
+from tests.helpers import REPO, compose_conf, run_rlexp
 from tests.launch.conftest import run_cli
 
 FIX = REPO / "tests" / "fixtures" / "recipes"
@@ -42,8 +42,7 @@ def test_training_refuses_doubled_markers_before_loading_weights(tmp_path: Path)
     common = ["trainer.max_steps=2", "trainer.eval_every=2", "trainer.checkpoint_every=2", "logger=none"]
 
     def run(*args: str) -> subprocess.CompletedProcess:
-        cmd = [sys.executable, "-m", "rlexp", *common, f"model.path={model}", *args]
-        return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+        return run_rlexp(*common, f"model.path={model}", *args, timeout=300)
 
     bad = run(
         "chat_template=chatml",

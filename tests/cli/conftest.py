@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import shutil
 import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import REPO, run_rlexp
 
 TINY = REPO / "rlexp" / "models" / "builtin" / "tiny"
 # The shortest run that leaves every record a run dir has: .hydra/, config.yaml, checkpoints, summary.
@@ -95,9 +93,7 @@ def closed_port() -> int:
 def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One finished 3-step run of the tiny default, shared by every case that must leave a run dir as it was."""
     run = tmp_path_factory.mktemp("trained") / "run"
-    cmd = [sys.executable, "-m", "rlexp", *TRAIN, f"hydra.run.dir={run}"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=run.parent, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_rlexp(*TRAIN, f"hydra.run.dir={run}", cwd=run.parent, check=True)
     assert (run / "checkpoints" / "actor" / "3").is_dir() and (run / ".hydra" / "config.yaml").is_file()
     return run
 

@@ -15,7 +15,7 @@ import pytest
 
 from tests.cli.cases import CASES, SLOW_CASES, Case
 from tests.cli.conftest import TRAIN
-from tests.helpers import REPO
+from tests.helpers import REPO, rlexp_command, rlexp_env
 
 FIXTURE_RUNS = REPO / "tests" / "fixtures" / "runs" / "lr_seed"
 
@@ -59,12 +59,11 @@ def _command(case: Case, places: dict[str, str]) -> list[str]:
         return ["bash", str(REPO / args[0]), *args[1:]]
     if args[0].endswith(".py"):
         return [sys.executable, str(REPO / args[0]), *args[1:]]
-    return [sys.executable, "-m", *args]
+    return rlexp_command(*args[1:], module=args[0])
 
 
 def _run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
-    env["PYTHONPATH"] = str(REPO)
+    env = rlexp_env({k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"})
     return subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=env, timeout=300, stdin=subprocess.DEVNULL)
 
 
@@ -125,6 +124,7 @@ def test_the_table_covers_every_command() -> None:
     assert len({c.argv for c in CASES + SLOW_CASES}) == len(CASES) + len(SLOW_CASES), "a case is listed twice"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=_id)
 def test_bad_input_is_one_line(case: Case, outcomes: dict) -> None:
     check(case, *outcomes[case])

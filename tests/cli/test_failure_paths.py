@@ -16,13 +16,12 @@ from rlexp.config.load import to_config
 from rlexp.train.checkpoints import damage
 from tests.cli.conftest import TRAIN
 from tests.cli.test_bad_inputs import tree_hash
-from tests.helpers import REPO, compose_cfg
+from tests.helpers import REPO, compose_cfg, run_rlexp, start_rlexp
 
 
 def rlexp(*args: str, cwd: Path, module: str = "rlexp", **env: str) -> subprocess.CompletedProcess:
-    environ = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"} | {"PYTHONPATH": str(REPO), **env}
-    cmd = [sys.executable, "-m", module, *args]
-    return subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=environ, timeout=600)
+    environ = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"} | env
+    return run_rlexp(*args, module=module, cwd=cwd, env=environ)
 
 
 def one_line(proc: subprocess.CompletedProcess) -> str:
@@ -140,12 +139,12 @@ def test_damaged_newest_checkpoint_is_set_aside_or_refused(trained_run: Path, tm
 )
 def test_a_reader_that_leaves_early_ends_the_command_quietly(command: list[str], tmp_path: Path) -> None:
     """`python -m rlexp --help | head -0`: the reader is gone before the first line; no BrokenPipeError traceback."""
-    environ = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"} | {"PYTHONPATH": str(REPO)}
+    environ = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
     module, *args = command
     if module == "rlexp.jobs":  # a dry run's record: the status table, no cluster asked
         (tmp_path / "launcher.json").write_text('{"launcher": "gke", "handle": "tiny-arith-0", "state": "dry-run"}')
-    proc = subprocess.Popen(
-        [sys.executable, "-m", module, *args], cwd=tmp_path, env=environ, stdout=subprocess.PIPE,
+    proc = start_rlexp(
+        *args, module=module, cwd=tmp_path, env=environ, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True, bufsize=1,
     )  # fmt: skip
     proc.stdout.close()  # closed long before the interpreter starts up and prints

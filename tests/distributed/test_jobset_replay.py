@@ -21,14 +21,12 @@ import json
 import os
 import re
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.helpers import REPO
+from tests.helpers import run_rlexp, start_rlexp
 
 pytestmark = pytest.mark.slow
 
@@ -38,9 +36,14 @@ RUN = ["trainer.max_steps=2", "trainer.eval_every=2", "trainer.checkpoint_every=
 
 def dry_run(run_dir: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("RLEXP_OUTPUT_ROOT", "KUBECONFIG")}
-    cmd = [sys.executable, "-m", "rlexp", "slice=v6e-8", "hydra.launcher.pathways=false",
-           "hydra.launcher.dry_run=true", *RUN, f"hydra.run.dir={run_dir}"]  # fmt: skip
-    done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    cmd = [
+        "slice=v6e-8",
+        "hydra.launcher.pathways=false",
+        "hydra.launcher.dry_run=true",
+        *RUN,
+        f"hydra.run.dir={run_dir}",
+    ]
+    done = run_rlexp(*cmd, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     return yaml.safe_load((run_dir / "jobset.yaml").read_text())
 
@@ -100,7 +103,7 @@ def test_the_worker_pods_train_together(tmp_path: Path) -> None:
         cwd = tmp_path / f"pod{index}"  # each pod has its own file system; only output_dir is shared
         cwd.mkdir()
         log = open(tmp_path / f"pod{index}.log", "w")  # noqa: SIM115 - the child keeps its own descriptor
-        procs.append(subprocess.Popen([sys.executable, "-m", "rlexp", *args], cwd=cwd, env=env, stdout=log, stderr=log))
+        procs.append(start_rlexp(*args, cwd=cwd, env=env, stdout=log, stderr=log))
         log.close()
     try:
         codes = [p.wait(timeout=900) for p in procs]

@@ -13,13 +13,12 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, SHORT
+from tests.helpers import SHORT, run_rlexp, start_rlexp
 
 pytestmark = pytest.mark.slow
 
@@ -49,8 +48,8 @@ def start_two(run_dir: Path, logs: Path, overrides: tuple[str, ...] = ()) -> lis
             "JAX_PROCESS_ID": str(i),
         }
         log = open(logs / f"process{i}.log", "a")  # noqa: SIM115 - the child keeps its own descriptor
-        args = [sys.executable, "-m", "rlexp", "slice=cpu-2x1", *SHORT, *overrides, f"hydra.run.dir={run_dir}"]
-        procs.append(subprocess.Popen(args, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT))
+        args = ["slice=cpu-2x1", *SHORT, *overrides, f"hydra.run.dir={run_dir}"]
+        procs.append(start_rlexp(*args, env=env, stdout=log, stderr=subprocess.STDOUT))
         log.close()
     return procs
 
@@ -104,13 +103,7 @@ def assert_same_training(run_dir: Path, reference: Path) -> None:
 def one_process(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The same run in one process with one device (slice=cpu): the same global batch."""
     run_dir = tmp_path_factory.mktemp("one") / "run"
-    done = subprocess.run(
-        [sys.executable, "-m", "rlexp", "slice=cpu", *SHORT, f"hydra.run.dir={run_dir}"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-    )
+    done = run_rlexp("slice=cpu", *SHORT, f"hydra.run.dir={run_dir}", timeout=TIMEOUT_S)
     assert done.returncode == 0, done.stderr[-3000:]
     return run_dir
 

@@ -12,14 +12,13 @@ import os
 import re
 import select
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import run_rlexp, start_rlexp
 
 pytestmark = pytest.mark.slow
 
@@ -38,8 +37,10 @@ SMALL = [
 def serve(request: pytest.FixtureRequest) -> Iterator[str]:
     """Start `python -m rlexp.serve_reward` on a free loopback port (port 0; it prints its URL)."""
     extra = getattr(request, "param", [])
-    cmd = [sys.executable, "-m", "rlexp.serve_reward", "--reward", "arith_correct", "--port", "0", *extra]
-    proc = subprocess.Popen(cmd, cwd=REPO, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cmd = ["--reward", "arith_correct", "--port", "0", *extra]
+    proc = start_rlexp(
+        *cmd, module="rlexp.serve_reward", env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         deadline, line = time.monotonic() + 60, ""
         while not line and time.monotonic() < deadline and proc.poll() is None:
@@ -54,9 +55,8 @@ def serve(request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 def train(url: str, run_dir: Path, *kwargs: str) -> tuple[dict, list[dict]]:
-    cmd = [sys.executable, "-m", "rlexp", "reward=http", f"reward.functions.0.kwargs.url={url}", *kwargs, *SMALL,
-           f"hydra.run.dir={run_dir}"]  # fmt: skip
-    proc = subprocess.run(cmd, cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300)
+    cmd = ["reward=http", f"reward.functions.0.kwargs.url={url}", *kwargs, *SMALL, f"hydra.run.dir={run_dir}"]
+    proc = run_rlexp(*cmd, env=ENV, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]

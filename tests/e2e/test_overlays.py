@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
 import yaml
 
-from tests.helpers import REPO
+from tests.helpers import run_rlexp
 
 
 def composed(*overrides: str) -> dict:
     """`python -m rlexp <overrides> --cfg job --resolve`, parsed."""
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    cmd = [sys.executable, "-m", "rlexp", *overrides, "--cfg", "job", "--resolve"]
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    proc = run_rlexp(*overrides, "--cfg", "job", "--resolve", env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return yaml.safe_load(proc.stdout)
 

@@ -31,15 +31,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from rlexp.models.tiny_random import write
-from tests.helpers import REPO
+from tests.helpers import REPO, run_rlexp
 
 pytestmark = pytest.mark.slow
 
@@ -70,15 +68,9 @@ def _gsm8k_dir(folder: Path) -> Path:
 def _dry_run(preset: str, run_dir: Path) -> dict:
     """The user's dry run; returns the rendered JobSet."""
     env = {k: v for k, v in os.environ.items() if k not in ("RLEXP_OUTPUT_ROOT", "KUBECONFIG")}
-    cmd = [
-        sys.executable,
-        "-m",
-        "rlexp",
-        f"experiment={preset}",
-        "hydra.launcher.dry_run=true",
-        f"hydra.run.dir={run_dir}",
-    ]
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    proc = run_rlexp(
+        f"experiment={preset}", "hydra.launcher.dry_run=true", f"hydra.run.dir={run_dir}", env=env, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return yaml.safe_load((run_dir / "jobset.yaml").read_text())
 
@@ -134,12 +126,10 @@ def test_the_pods_command_trains_here(preset: str, family: str, data: str, extra
     swaps = [f"model={family}_tiny", "trainer.rollout.engine=vanilla",
              "trainer.rollout.async_rollout=false", f"model.path={ckpt}", "model.max_context=1024", f"dataset.source={source}",
              *SCALE, *extra]  # fmt: skip
-    replay = [sys.executable, "-m", "rlexp", *[f"output_dir={out}" if a == gs_out else a for a in args], *swaps]
+    replay = [*[f"output_dir={out}" if a == gs_out else a for a in args], *swaps]
     pod_cwd = tmp_path / "pod"
     pod_cwd.mkdir()
-    proc = subprocess.run(
-        replay, cwd=pod_cwd, env=_pod_env(container, name, out), capture_output=True, text=True, timeout=1200
-    )
+    proc = run_rlexp(*replay, cwd=pod_cwd, env=_pod_env(container, name, out), timeout=1200)
     assert proc.returncode == 0, proc.stderr[-4000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["train"]["steps"] == 2, summary

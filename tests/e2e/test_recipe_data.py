@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import run_rlexp
 
 pytestmark = pytest.mark.slow
 
@@ -31,13 +29,13 @@ def test_capped_split_with_over_long_prompts_trains_all_steps(tmp_path) -> None:
     source.write_text("".join(json.dumps(r) + "\n" for r in rows))
     run_dir = tmp_path / "run"
     cmd = [
-        sys.executable, "-m", "rlexp", "dataset=jsonl", f"dataset.source={source}", "dataset.train_size=64",
+        "dataset=jsonl", f"dataset.source={source}", "dataset.train_size=64",
         "dataset.eval_size=16", "dataset.eval_fraction=0.2", "trainer.max_steps=8", "trainer.eval_every=4",
         "trainer.checkpoint_every=4", "trainer.eval_prompts=16", "trainer.eval_samples=1", "logger=none",
         f"hydra.run.dir={run_dir}",
     ]  # fmt: skip
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    proc = run_rlexp(*cmd, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "gives only" not in proc.stderr
     summary = json.loads((run_dir / "summary.json").read_text())

@@ -13,16 +13,6 @@ from tests.launch.fake_apiserver import FakeApiServer
 TEST_IMAGE = "us-docker.pkg.dev/test-project/rlexp/rlexp@sha256:" + "0" * 64
 
 
-@pytest.fixture(autouse=True)
-def _no_hydra_config_afterwards() -> Iterator[None]:
-    """A launch leaves Hydra's global HydraConfig set (a pod or laptop process runs one); later tests that read
-    it (trackers outside a Hydra job) must not see a launcher's config without a runtime output dir."""
-    from hydra.core.hydra_config import HydraConfig
-
-    yield
-    HydraConfig.instance().cfg = None
-
-
 @pytest.fixture
 def make_launcher() -> Iterator[object]:
     """make_launcher(sweep_dir, *overrides) -> a set-up GkeLauncher, as Hydra's multirun would build it."""

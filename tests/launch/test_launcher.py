@@ -11,7 +11,7 @@ import yaml
 
 from rlexp.config.hardware import tpu_slice
 from rlexp.launch.jobset_checks import check_jobset
-from tests.helpers import REPO
+from tests.helpers import REPO, run_rlexp
 from tests.launch.conftest import run_cli
 
 
@@ -179,13 +179,7 @@ def test_wait_mode_maps_jobset_conditions_to_job_returns(tmp_path: Path, make_la
 
 
 def test_unknown_slice_lists_the_valid_ones() -> None:
-    r = subprocess.run(
-        [sys.executable, "-m", "rlexp", "slice=v6e-33", "hydra.launcher.dry_run=true"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=60,
-    )
+    r = run_rlexp("slice=v6e-33", "hydra.launcher.dry_run=true", timeout=60)
     assert r.returncode != 0
     assert "v6e-32" in r.stderr and "v5p-64" in r.stderr and "cpu" in r.stderr
 
@@ -346,22 +340,8 @@ def test_multirun_user_error_is_one_line(tmp_path: Path) -> None:
     import os
 
     env = {k: v for k, v in os.environ.items() if k not in ("RLEXP_OUTPUT_ROOT", "HYDRA_FULL_ERROR")}
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "rlexp",
-            "-m",
-            "model=gemma4_e4b",
-            "slice=v6e-32",
-            "seed=1,2",
-            f"hydra.sweep.dir={tmp_path}",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=env,
-        timeout=120,
+    r = run_rlexp(
+        "-m", "model=gemma4_e4b", "slice=v6e-32", "seed=1,2", f"hydra.sweep.dir={tmp_path}", env=env, timeout=120
     )
     assert r.returncode == 2
     assert "Traceback" not in r.stderr

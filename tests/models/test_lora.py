@@ -52,6 +52,7 @@ def test_merged_adapters_equal_the_adapted_model(family, tiny_dirs):
     assert max_rel_error(rlexp_logits(merged, tokens), rlexp_logits(adapted, tokens)) <= 1e-5
 
 
+@pytest.mark.slow
 def test_bf16_compute_over_float32_weights_gets_every_adapter_and_keeps_its_dtype(tiny_dirs):
     """gpt-oss's attention holds k and v of one shape; qwix's eager first pass could tell neither cast weight
     apart, so they got no adapter and the first traced pass failed (rlexp.models.lora._plain_first_pass)."""
@@ -74,6 +75,7 @@ def test_bf16_compute_over_float32_weights_gets_every_adapter_and_keeps_its_dtyp
     assert np.isfinite(np.asarray(rlexp_logits(adapted, tokens), np.float32)).all()
 
 
+@pytest.mark.slow
 def test_adapters_under_remat_full_train_as_without_it():
     """`model.remat=full` runs the layers as copies inside nnx.remat, where qwix's first pass saw no projection
     ("matched no projection"); the pass now runs without remat, and the adapters apply inside it afterwards."""

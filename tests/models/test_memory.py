@@ -63,6 +63,7 @@ def test_unknown_capacity_never_fails():
     assert est["capacity"] is None and est["param_count"] == 124_352
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["gemma4_e4b", "gpt_oss_20b"])  # the seed models; qwen3/llama3 match too
 def test_param_count_equals_the_built_models(name):
     """The pure-Python count matches the nnx model rlexp builds (abstract shapes only, no weights)."""

@@ -66,6 +66,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_logits_and_greedy_match_transformers(case, tmp_path, record_property):
     from rlexp.models.builders import build_model

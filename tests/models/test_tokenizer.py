@@ -12,7 +12,7 @@ import pytest
 
 from rlexp.models.loader import BUILTIN_DIR
 from rlexp.models.tokenizer import JsonTokenizer, build_char_tokenizer, load_tokenizer_dir, plain_tokenizer_config
-from tests.helpers import REPO, SHORT, conf_options
+from tests.helpers import REPO, SHORT, conf_options, run_rlexp
 
 TEXTS = ["12+7=19", "3 - 4 = -1", "", " ", "9=", "abc", "<s>1+1</s>", "<pad><pad>2"]
 
@@ -40,10 +40,8 @@ def test_the_default_command_trains_without_importing_transformers(tmp_path: Pat
     Neither transformers (the builtin tokenizer loads through `tokenizers`) nor the Tunix trainers a GRPO run
     does not use (Tunix's package `__init__` is deferred: rlexp.compat.tunix) are imported.
     """
-    cmd = [sys.executable, "-X", "importtime", "-m", "rlexp", *SHORT, f"output_dir={tmp_path}"]
-    out = subprocess.run(
-        [*cmd, f"compile_cache.dir={tmp_path}/cache"], cwd=REPO, capture_output=True, text=True, timeout=600
-    )
+    cmd = [*SHORT, f"output_dir={tmp_path}"]
+    out = run_rlexp(*cmd, f"compile_cache.dir={tmp_path}/cache", python=["-X", "importtime"])
     assert out.returncode == 0, out.stderr[-2000:]
     imported = {line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines() if line.startswith("import time:")}
     assert {"jax", "tunix", "tokenizers"} <= imported  # the listing is whole: training did import its stack

@@ -17,7 +17,7 @@ from tunix.models.qwen3 import model as qwen3_lib
 from rlexp import perf
 from rlexp.models.loader import load_model
 from rlexp.perf import decode_attention
-from tests.helpers import compiled_programs, compose_conf
+from tests.helpers import compose_conf
 
 PROMPT, SLOTS = 5, 12
 
@@ -55,6 +55,7 @@ def _decode_step(model: nnx.Module, dtype) -> tuple[jax.Array, dict, str]:
     return logits, cache, jitted.lower(state, cache).as_text()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_a_decoding_step_takes_the_kernel_and_gives_tunix_values(dtype: str, monkeypatch: pytest.MonkeyPatch) -> None:
     conf = compose_conf([f"model.dtype={dtype}", "model.param_dtype=float32"])
@@ -91,6 +92,7 @@ def test_prefill_and_training_keep_tunix_attention() -> None:
     assert "rlexp_decode_attention" not in jax.jit(jax.grad(loss)).lower(state).as_text()
 
 
+@pytest.mark.slow
 def test_without_a_compiler_tunix_attention_runs_and_says_why_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -118,6 +120,7 @@ def test_without_a_compiler_tunix_attention_runs_and_says_why_once(
         decode_attention.unavailable.clear()
 
 
+@pytest.mark.slow
 def test_left_out_of_perf_patches_tunix_attention_runs() -> None:
     perf.apply([p for p in perf.PATCHES if p != "decode_attention"])
     try:
@@ -128,7 +131,8 @@ def test_left_out_of_perf_patches_tunix_attention_runs() -> None:
         perf.apply(perf.PATCHES)
 
 
-def test_the_user_command_decodes_through_the_kernel(tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_the_user_command_decodes_through_the_kernel(user_command_programs: dict[str, str]) -> None:
     """`python -m rlexp` as typed: its rollouts' compiled decode loop calls the kernel (XLA's dump of it)."""
-    decode = [text for name, text in compiled_programs(tmp_path, "decode").items() if "decode_fn" in name]
+    decode = [text for name, text in user_command_programs.items() if "decode_fn" in name]
     assert decode and all("rlexp_decode_attention_f32" in text for text in decode)

@@ -7,27 +7,28 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from rlexp import perf
-from tests.helpers import REPO, SHORT
+from tests.helpers import SHORT, run_rlexp
 
-# A library upgrade, simulated: Tunix's shard_input replaced by a function of other source before rlexp starts.
+# A library upgrade, simulated: before rlexp starts, a sitecustomize gives Tunix's shard_input other source.
 CHANGED_TUNIX = """
-import runpy, sys
 from tunix.sft import sharding_utils
 exec("def shard_input(input_data, data_sharding_axis):\\n    return input_data", vars(sharding_utils))
-sys.argv = ["rlexp", *sys.argv[1:]]
-runpy.run_module("rlexp", run_name="__main__")
 """
 
 
-def _rlexp(*args: str, code: str | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-c", code, *args] if code else [sys.executable, "-m", "rlexp", *args]
-    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})})
+def _rlexp(*args: str, changed: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`python -m rlexp <args>`; with `changed`, a folder whose sitecustomize.py changes Tunix first."""
+    extra = dict(env or {})
+    if changed is not None:
+        changed.mkdir(exist_ok=True)
+        (changed / "sitecustomize.py").write_text(CHANGED_TUNIX)
+        extra["PYTHONPATH"] = str(changed)
+    return run_rlexp(*args, env={**os.environ, **extra})
 
 
 def test_an_unknown_patch_is_refused_in_one_line(tmp_path: Path) -> None:
@@ -43,7 +44,7 @@ def test_an_unknown_patch_is_refused_in_one_line(tmp_path: Path) -> None:
 
 def test_a_changed_library_source_fails_in_one_line_naming_the_patch_and_the_key(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    out = _rlexp(*SHORT, f"hydra.run.dir={run_dir}", code=CHANGED_TUNIX)
+    out = _rlexp(*SHORT, f"hydra.run.dir={run_dir}", changed=tmp_path / "site")
     assert out.returncode == 1, out.stderr[-3000:]
     rest = ",".join(p for p in perf.PATCHES if p != "one_device_put")
     assert out.stderr.strip().splitlines() == [
@@ -54,10 +55,16 @@ def test_a_changed_library_source_fails_in_one_line_naming_the_patch_and_the_key
     assert not (run_dir / "summary.json").exists() and not (run_dir / "checkpoints").exists()
     # and the hint works: without that patch the same changed library trains
     out = _rlexp(
-        *SHORT, "trainer.max_steps=1", f"perf.patches=[{rest}]", f"hydra.run.dir={tmp_path / 'r2'}", code=CHANGED_TUNIX
+        *SHORT,
+        "trainer.max_steps=1",
+        f"perf.patches=[{rest}]",
+        f"hydra.run.dir={tmp_path / 'r2'}",
+        changed=tmp_path / "site",
     )
     assert out.returncode == 0, out.stderr[-3000:]
-    assert json.loads((tmp_path / "r2" / "summary.json").read_text())["perf"]["patches"] == rest.split(",")[:-1]  # malloc: not for the tiny model's buffers
+    assert (
+        json.loads((tmp_path / "r2" / "summary.json").read_text())["perf"]["patches"] == rest.split(",")[:-1]
+    )  # malloc: not for the tiny model's buffers
 
 
 def _train_step_program(run_dir: Path, *overrides: str) -> str:

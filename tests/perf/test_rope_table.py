@@ -4,7 +4,6 @@ the per-call computation of rlexp.fixes.tunix_rope."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -16,7 +15,6 @@ from rlexp import fixes
 from rlexp.fixes.tunix_rope import rope_frequencies
 from rlexp.perf import platform as perf_platform
 from rlexp.perf.rope_table import ROPE_TABLE_LIMIT
-from tests.helpers import compiled_programs
 
 # RoPE: the table of every position's sines and cosines (CPU) against the per-call computation
 INV_FREQ = tuple(float(f) for f in (1 / 10_000 ** (np.arange(0, 64, 2) / 64)).astype(np.float32))
@@ -34,6 +32,7 @@ def _compiled(table_positions: int, x: jax.Array, positions: jax.Array = LEFT_PA
     return jax.jit(lambda x: _rotate(x, positions, table_positions)).lower(x).compile().as_text()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
 def test_rope_table_gives_the_per_call_bits(dtype) -> None:
     x = jax.random.normal(jax.random.key(0), (4, 72, 8, 64), dtype)
@@ -72,10 +71,11 @@ def test_rope_table_is_cpu_only(monkeypatch: pytest.MonkeyPatch) -> None:
     assert " sine(" in _compiled(128, jnp.ones((4, 72, 8, 64), jnp.float32))
 
 
-def test_the_user_command_s_programs_compute_no_sine(tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_the_user_command_s_programs_compute_no_sine(user_command_programs: dict[str, str]) -> None:
     """`python -m rlexp` as typed: its decoding step and train step read RoPE's table (no sine or cosine of an
     array left in XLA's optimized programs; the same run's numbers are pinned by tests/train/test_pinned_metrics.py)."""
-    programs = compiled_programs(tmp_path, "train_step|decode_fn", steps=1)
+    programs = {name: text for name, text in user_command_programs.items() if re.search("train_step|decode_fn", name)}
     assert any("train_step" in name for name in programs) and any("decode_fn" in name for name in programs)
     on_arrays = re.compile(r"= \w+\[\d[\d,]*\]\S* (sine|cosine)\(")  # not the learning rate's scalar cosine
     assert not [name for name, text in programs.items() if on_arrays.search(text)]

@@ -83,6 +83,7 @@ def _projections_contracting_two_dims(model, tokens) -> int:
     return count
 
 
+@pytest.mark.slow
 def test_projections_on_token_rows_match_tunix(monkeypatch: pytest.MonkeyPatch) -> None:
     conf = compose_conf()
     mesh = Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("fsdp", "tp"), axis_types=(AxisType.Auto,) * 2)
@@ -145,6 +146,7 @@ def test_matmul_f32_accumulate_values_gradients_and_dots(w_transposed: bool) -> 
     assert _dot_kinds(jax.grad(ours, argnums=(0, 1)), x, w) == {("bfloat16", "float32"): 3}
 
 
+@pytest.mark.slow
 def test_bfloat16_projections_take_the_bf16_gemm_and_match_tunix(monkeypatch: pytest.MonkeyPatch) -> None:
     conf = compose_conf(["model.dtype=bfloat16"])  # float32 weights, bf16 compute
     mesh = Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("fsdp", "tp"), axis_types=(AxisType.Auto,) * 2)
@@ -181,6 +183,7 @@ def test_bfloat16_projections_take_the_bf16_gemm_and_match_tunix(monkeypatch: py
         np.testing.assert_allclose(ours.astype(jnp.float32) / scale, theirs.astype(jnp.float32) / scale, atol=2e-2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("platform", ["cpu", "other"])
 def test_lora_on_bf16_projections_keeps_the_kv_cache_dtype(platform: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """qwix's float32 adapter product promoted the bf16 k and v projections, and the sampler's bf16 KV cache

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import re
 import warnings
-from pathlib import Path
+
+import pytest
 
 from rlexp import perf
 from rlexp.compat import patching
-from tests.helpers import compiled_programs
 
 
 def test_inputs_placed_in_one_call_match_tunix_leaf_by_leaf() -> None:
@@ -75,6 +75,7 @@ def _trainer(in_place: bool):  # type: ignore[no-untyped-def]
     return trainer
 
 
+@pytest.mark.slow
 def test_the_train_step_updates_adam_s_state_in_its_own_buffers_with_tunix_s_values() -> None:
     """Tunix donates the optimizer but lists the model first among the step's outputs, so JAX handed the first
     moments' buffers to the params and the second moments' to the first (XLA copied around that every step).
@@ -110,10 +111,11 @@ def test_the_train_step_updates_adam_s_state_in_its_own_buffers_with_tunix_s_val
     jax.tree.map(np.testing.assert_array_equal, our_values, tunix_values)
 
 
-def test_the_user_command_s_train_step_copies_no_optimizer_state(tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_the_user_command_s_train_step_copies_no_optimizer_state(user_command_programs: dict[str, str]) -> None:
     """`python -m rlexp` as typed: XLA's dump of its compiled train step holds no copy of Adam's state (Tunix's jit
     made one of each moment tensor around every update) and gives each donated buffer back to its own output."""
-    (text,) = [t for name, t in compiled_programs(tmp_path, "train_step").items() if "jit__train_step" in name]
+    (text,) = [t for name, t in user_command_programs.items() if "jit__train_step" in name]
     assert not re.findall(r"= f32\[[\d,]*\]\{[\d,]*\} copy\(%optimizer_states", text)
     aliases = re.findall(r"\{(\d+)\}: \((\d+), \{\}", text.splitlines()[0])
     assert len(aliases) > 10 and all(out == param for out, param in aliases), aliases

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 from rlexp.rewards.sandbox import bwrap_problem
-from tests.helpers import REPO
+from tests.helpers import run_rlexp
 
 # parses the completion's leading integer and compares it with the row's answer, like reward=arith's first term
 ARITH_SNIPPET = (
@@ -19,15 +17,11 @@ ARITH_SNIPPET = (
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(bwrap_problem() is not None, reason=f"bubblewrap does not work: {bwrap_problem()}")
 def test_reward_code_learns_the_default_task_like_the_builtin_reward(tmp_path) -> None:  # noqa: ANN001
+    assert bwrap_problem() is None, f"the sandbox tests need bubblewrap (scripts/install_system_deps.sh): {bwrap_problem()}"
     run = tmp_path / "run"
-    cmd = [
-        sys.executable, "-m", "rlexp", "reward=code", f"reward.functions.0.kwargs.snippet='{ARITH_SNIPPET}'",
-        "logger=none", f"hydra.run.dir={run}",
-    ]  # fmt: skip
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1200)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    snippet = f"reward.functions.0.kwargs.snippet='{ARITH_SNIPPET}'"
+    run_rlexp("reward=code", snippet, "logger=none", f"hydra.run.dir={run}", timeout=1200, check=True)
     summary = json.loads((run / "summary.json").read_text())
     assert summary["eval"]["gain"]["pass_at_1"] >= 0.15, summary["eval"]
     steps = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]

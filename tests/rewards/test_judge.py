@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +21,7 @@ from rlexp.config.schema import RewardConfig, RewardFnConfig
 from rlexp.rewards.compose import build_rewards
 from rlexp.rewards.judge import _to_score
 from rlexp.train.metrics import group_stats
-from tests.helpers import compose_conf
+from tests.helpers import compose_conf, run_rlexp
 from tests.rewards.judge_servers import FaultServer, TransformersServe, free_port, rigged_checkpoint
 
 REPO = Path(__file__).resolve().parents[2]
@@ -110,8 +109,7 @@ def test_parse_and_score(text: str, scorer: str, extra: dict, want: float | None
 
 
 def _rlexp(args: list[str], run: Path, module: str = "rlexp", env: dict | None = None) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", module, *args, f"hydra.run.dir={run}"]
-    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})})
+    return run_rlexp(*args, f"hydra.run.dir={run}", module=module, env={**os.environ, **(env or {})})
 
 
 J = "reward.functions.0.kwargs"

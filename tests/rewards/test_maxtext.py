@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -62,6 +63,18 @@ SPREAD = {"reward_exact_answer": 5.0, "reward_white_space_format_match": 3.0, "p
           "penalty_incorrect_answer": -1.0, "processes": 1, "timeout_s": 60.0}  # fmt: skip
 
 
+@pytest.fixture(scope="module")
+def check_numbers() -> Iterator[tuple]:
+    """check_numbers with rl.yml's values and with SPREAD, shared by the cases of the table below: each starts a
+    grader process that imports and warms math-verify (~0.3 s) at its first call, and a case's score depends only
+    on its own completion."""
+    default = make_reward_fn("check_numbers", {"processes": 1, "timeout_s": 60.0})
+    custom = make_reward_fn("check_numbers", SPREAD)
+    yield default, custom
+    default.close()
+    custom.close()
+
+
 @pytest.mark.parametrize(
     ("completion", "gold", "rl_yml", "spread"),
     [
@@ -80,17 +93,10 @@ SPREAD = {"reward_exact_answer": 5.0, "reward_white_space_format_match": 3.0, "p
         ("#### 72", "72", 0.0, -1.0),
     ],
 )
-def test_check_numbers_values(completion: str, gold: str, rl_yml: float, spread: float) -> None:
-    default, custom = (
-        make_reward_fn("check_numbers", {"processes": 1, "timeout_s": 60.0}),
-        make_reward_fn("check_numbers", SPREAD),
-    )
-    try:
-        assert default(["p"], [completion], answer=[gold]) == [rl_yml]
-        assert custom(["p"], [completion], answer=[gold]) == [spread]
-    finally:
-        default.close()
-        custom.close()
+def test_check_numbers_values(completion: str, gold: str, rl_yml: float, spread: float, check_numbers: tuple) -> None:
+    default, custom = check_numbers
+    assert default(["p"], [completion], answer=[gold]) == [rl_yml]
+    assert custom(["p"], [completion], answer=[gold]) == [spread]
 
 
 def test_check_numbers_exact_strings_need_no_grader_and_lists_are_alternatives() -> None:

@@ -18,9 +18,13 @@ from rlexp.rewards.code import extract_code, parse_tests
 from rlexp.rewards.compose import build_rewards
 from rlexp.rewards.registry import make_reward_fn
 from rlexp.rewards.sandbox import bwrap_problem
-from tests.helpers import REPO
+from tests.helpers import REPO, run_rlexp
 
-pytestmark = pytest.mark.skipif(bwrap_problem() is not None, reason=f"bubblewrap does not work: {bwrap_problem()}")
+
+@pytest.fixture(autouse=True, scope="module")
+def bubblewrap() -> None:
+    """These tests run real bubblewrap, which scripts/install_system_deps.sh installs: without it they fail."""
+    assert bwrap_problem() is None, f"bubblewrap does not work here: {bwrap_problem()}"
 PROBLEMS = [json.loads(line) for line in (REPO / "tests/fixtures/code/problems.jsonl").read_text().splitlines()]
 ARITH = 'def evaluate(example, response):\n    return float(response["text"].strip() == example["answer"])\n'
 
@@ -170,10 +174,8 @@ def _no_bwrap_path(tmp_path: Path) -> str:
 def test_without_bwrap_the_command_is_refused_in_one_line_unless_opted_out(tmp_path) -> None:  # noqa: ANN001
     env = {**os.environ, "PATH": _no_bwrap_path(tmp_path)}
     snippet = f"reward.functions.0.kwargs.snippet='{ARITH}'"
-    cmd = [sys.executable, "-m", "rlexp", "reward=code", snippet, "logger=none", "trainer.max_steps=1"]
-    proc = subprocess.run(
-        [*cmd, f"hydra.run.dir={tmp_path / 'a'}"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
-    )
+    args = ["reward=code", snippet, "logger=none", "trainer.max_steps=1"]
+    proc = run_rlexp(*args, f"hydra.run.dir={tmp_path / 'a'}", env=env, timeout=300)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-2000:]
     assert lines[0].startswith(

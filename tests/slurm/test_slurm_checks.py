@@ -10,23 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import run_rlexp
 
 pytestmark = pytest.mark.timeout(600)
 
 
 def sweep(sweep_dir: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "rlexp",
-        "-m",
-        "hydra/launcher=slurm",
-        "seed=0,1",
-        *args,
-        f"hydra.sweep.dir={sweep_dir}",
-    ]
-    return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+    cmd = ["-m", "hydra/launcher=slurm", "seed=0,1", *args, f"hydra.sweep.dir={sweep_dir}"]
+    return run_rlexp(*cmd, env=env, timeout=300)
 
 
 def one_line(done: subprocess.CompletedProcess[str]) -> str:
@@ -81,10 +72,7 @@ def test_no_slurm_commands(tmp_path: Path) -> None:
 
 def test_cpu_2x1_without_a_launcher_says_how_to_start_it(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SUBMITIT_", "JAX_", "RLEXP_IN"))}
-    done = subprocess.run(
-        [sys.executable, "-m", "rlexp", "slice=cpu-2x1", "trainer.max_steps=1", f"hydra.run.dir={tmp_path}"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+    done = run_rlexp("slice=cpu-2x1", "trainer.max_steps=1", f"hydra.run.dir={tmp_path}", env=env, timeout=300)
     assert done.returncode == 2
     assert one_line(done) == (
         "rlexp: error: slice='cpu-2x1': runs as 2 JAX processes that a launcher starts together: "

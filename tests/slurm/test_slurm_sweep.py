@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import run_rlexp, start_rlexp
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 
@@ -54,15 +54,8 @@ TIMEOUT_S = 1500
 
 def rlexp(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """`python -m <args>`; stdout and stderr together, as a terminal shows them."""
-    return subprocess.run(
-        [sys.executable, "-m", *args],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    module, *rest = args
+    return run_rlexp(*rest, module=module, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout)
 
 
 def last_step(run_dir: Path) -> int:
@@ -141,9 +134,9 @@ def drive(sweep: Sweep, proc: subprocess.Popen, stop: threading.Event) -> None:
 def sweep(local_slurm: str, tmp_path_factory: pytest.TempPathFactory) -> Sweep:
     s = Sweep(tmp_path_factory.mktemp("slurm") / "sweep")
     start = time.monotonic()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rlexp", *SWEEP, f"hydra.sweep.dir={s.dir}"],
-        cwd=REPO,
+    proc = start_rlexp(
+        *SWEEP,
+        f"hydra.sweep.dir={s.dir}",
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -265,9 +258,8 @@ def test_a_resume_waits_for_a_job_still_queued_and_cancel_ends_it(local_slurm: s
     # and was COMPLETING, so the resumed sweep rightly reported it completed)
     long = [o for o in SMALL if not o.startswith(("trainer.max_steps", "trainer.eval_every", "trainer.checkpoint"))]
     long += ["trainer.max_steps=300", "trainer.eval_every=300", "trainer.checkpoint_every=300"]
-    args = [sys.executable, "-m", "rlexp", "-m", "hydra/launcher=slurm", "slice=cpu-2x1", "seed=0", *long,
-            f"hydra.sweep.dir={tmp_path / 'sweep'}"]  # fmt: skip
-    first = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    args = ["-m", "hydra/launcher=slurm", "slice=cpu-2x1", "seed=0", *long, f"hydra.sweep.dir={tmp_path / 'sweep'}"]
+    first = start_rlexp(*args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while not record(tmp_path / "sweep" / "0").get("handle"):
         assert time.monotonic() < deadline and first.poll() is None, "no launcher.json"
@@ -277,7 +269,7 @@ def test_a_resume_waits_for_a_job_still_queued_and_cancel_ends_it(local_slurm: s
     first.wait()
     log = tmp_path / "resume.log"
     with log.open("w") as out:
-        resumed = subprocess.Popen([*args, "sweep.resume=true"], cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
+        resumed = start_rlexp(*args, "sweep.resume=true", stdout=out, stderr=subprocess.STDOUT)
     while "from an earlier submission" not in log.read_text():
         assert time.monotonic() < deadline + 60 and resumed.poll() is None, log.read_text()
         time.sleep(0.2)

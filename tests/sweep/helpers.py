@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
-from tests.helpers import REPO
+from tests.helpers import run_rlexp
 
 
 def env() -> dict[str, str]:
@@ -19,8 +18,7 @@ def env() -> dict[str, str]:
 
 
 def rlexp(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "rlexp", *args]
-    return subprocess.run(cmd, cwd=REPO, env=env(), capture_output=True, text=True, timeout=timeout)
+    return run_rlexp(*args, env=env(), timeout=timeout)
 
 
 def read(path: Path) -> dict:

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.helpers import REPO, SHORT
+from tests.helpers import SHORT, run_rlexp
 from tests.sweep.helpers import env, read
 
 pytestmark = pytest.mark.slow
@@ -18,10 +16,8 @@ pytestmark = pytest.mark.slow
 
 def test_optuna_preset_three_trials(tmp_path: Path) -> None:
     sweep_dir = tmp_path / "optuna"
-    cmd = [sys.executable, "-m", "rlexp", "+sweep=optuna_lr", "hydra.sweeper.n_trials=3", *SHORT]
-    done = subprocess.run(
-        [*cmd, f"hydra.sweep.dir={sweep_dir}"], cwd=REPO, env=env(), capture_output=True, text=True, timeout=600
-    )
+    cmd = ["+sweep=optuna_lr", "hydra.sweeper.n_trials=3", *SHORT]
+    done = run_rlexp(*cmd, f"hydra.sweep.dir={sweep_dir}", env=env(), timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
     data = read(sweep_dir / "sweep.json")
     assert data["sweeper"] == "optuna" and data["swept_keys"] == ["trainer.learning_rate"]

@@ -9,14 +9,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, SHORT
+from tests.helpers import SHORT, run_rlexp, start_rlexp
 from tests.report.browser import open_report
 from tests.sweep.helpers import env, read, rlexp
 
@@ -41,9 +40,10 @@ class Sweep:
 
 def _kill_midway(sweep_dir: Path) -> None:
     log = open(sweep_dir.parent / "first.log", "w")  # noqa: SIM115 - handed to the child process
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rlexp", "-m", *SWEEP, f"hydra.sweep.dir={sweep_dir}"],
-        cwd=REPO,
+    proc = start_rlexp(
+        "-m",
+        *SWEEP,
+        f"hydra.sweep.dir={sweep_dir}",
         env=env(),
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -125,14 +125,7 @@ def test_report_written_at_the_end_opens_in_chromium(sweep: Sweep) -> None:
 
 def test_report_cli_on_the_sweep_dir(sweep: Sweep, tmp_path: Path) -> None:
     out = tmp_path / "again.html"
-    done = subprocess.run(
-        [sys.executable, "-m", "rlexp.report", str(sweep.dir), "--out", str(out)],
-        cwd=REPO,
-        env=env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = run_rlexp(str(sweep.dir), "--out", str(out), module="rlexp.report", env=env(), timeout=120)
     assert done.returncode == 0, done.stderr
     assert "4 runs" in done.stdout and out.read_text().count('class="run-row"') == 4
 

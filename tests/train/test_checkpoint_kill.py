@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, SHORT
+from tests.helpers import REPO, SHORT, run_rlexp
 
 pytestmark = pytest.mark.slow
 
@@ -41,9 +41,7 @@ def test_kill_during_save_then_resume(tmp_path: Path) -> None:
     finished = [p.name for p in (run_dir / "checkpoints" / "actor").iterdir() if p.name.isdigit()]
     assert "4" in finished
 
-    resumed = subprocess.run(
-        [sys.executable, "-m", "rlexp", *args], capture_output=True, text=True, cwd=REPO, timeout=600
-    )
+    resumed = run_rlexp(*args)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     restored = 8 if "8" in finished else 4  # orbax publishes a step only once it is complete
     assert f"resuming {run_dir} from step {restored}" in resumed.stderr

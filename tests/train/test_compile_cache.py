@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, SHORT
+from tests.helpers import SHORT, run_rlexp
 
 pytestmark = pytest.mark.slow
 
@@ -21,9 +19,7 @@ def train(tmp_path: Path, name: str, *extra: str) -> None:
         "trainer.checkpoint_every=2",
         f"hydra.run.dir={tmp_path / name}",
     ]
-    out = subprocess.run(
-        [sys.executable, "-m", "rlexp", *args, *extra], capture_output=True, text=True, cwd=REPO, timeout=600
-    )
+    out = run_rlexp(*args, *extra)
     assert out.returncode == 0, out.stderr[-2000:]
 
 

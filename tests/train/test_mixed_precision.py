@@ -9,22 +9,21 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, SHORT
+from tests.helpers import SHORT, run_rlexp
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lora", [[], ["trainer.lora.rank=4"]], ids=["full", "lora"])
 def test_a_bfloat16_run_trains_and_checkpoints(lora: list[str], tmp_path: Path) -> None:
     """With LoRA this failed at the first rollout before (the bf16 KV cache refused the adapters' float32
     projections), and `model.dtype=bfloat16` is every hub model option's default."""
     run_dir = tmp_path / "run"
     args = ["model.dtype=bfloat16", *lora, *SHORT, f"hydra.run.dir={run_dir}"]
-    out = subprocess.run([sys.executable, "-m", "rlexp", *args], capture_output=True, text=True, cwd=REPO, timeout=600)
+    out = run_rlexp(*args)
     assert out.returncode == 0, out.stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["train"]["steps"] == 8

@@ -9,14 +9,12 @@ models plug into Tunix's sampler, learner and checkpoints exactly like the built
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from rlexp.models.tiny_random import write
-from tests.helpers import REPO, SHORT
+from tests.helpers import SHORT, run_rlexp
 
 pytestmark = pytest.mark.slow
 
@@ -49,7 +47,7 @@ def test_three_grpo_steps(family: str, extra: list[str], tmp_path: Path) -> None
         f"hydra.run.dir={run_dir}",
         *extra,
     ]
-    out = subprocess.run([sys.executable, "-m", "rlexp", *args], capture_output=True, text=True, cwd=REPO, timeout=900)
+    out = run_rlexp(*args, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["train"]["steps"] == 3

@@ -8,13 +8,11 @@ alters the numbers on purpose, re-measure them with the command below and say wh
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import run_rlexp
 
 COMMAND = [
     "trainer.max_steps=3",
@@ -73,13 +71,7 @@ PINNED = {
 )
 def test_default_run_metrics_are_pinned(extra: list[str], tolerance: float, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    proc = subprocess.run(
-        [sys.executable, "-m", "rlexp", *COMMAND, *extra, f"hydra.run.dir={run_dir}"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = run_rlexp(*COMMAND, *extra, f"hydra.run.dir={run_dir}")
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = {r["step"]: r for r in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines())}
     drift = [

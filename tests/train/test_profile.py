@@ -10,7 +10,6 @@ import gzip
 import json
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -18,11 +17,11 @@ import jax
 import pytest
 
 from rlexp.train.profile import install_profiler, stop_open_trace
-from tests.helpers import REPO, SHORT, compose_conf
+from tests.helpers import REPO, SHORT, compose_conf, run_rlexp, start_rlexp
 
 
 def _rlexp(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rlexp", *args], capture_output=True, text=True, cwd=cwd, timeout=600)
+    return run_rlexp(*args, cwd=cwd)
 
 
 def _executions(trace: dict, program: str) -> int:
@@ -33,6 +32,7 @@ def _executions(trace: dict, program: str) -> int:
     return sum(1 for i, t in enumerate(starts) if i == 0 or t - starts[i - 1] > 1000)  # µs
 
 
+@pytest.mark.slow
 def test_profile_steps_traces_that_many_steps_into_the_run_dir(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     out = _rlexp("profile.steps=2", "profile.skip_steps=5", *SHORT, f"hydra.run.dir={run_dir}", cwd=REPO)
@@ -51,15 +51,14 @@ def test_profile_steps_traces_that_many_steps_into_the_run_dir(tmp_path: Path) -
     assert sum("loss" in r for r in rows) == 8
 
 
+@pytest.mark.slow
 def test_a_run_stopped_before_its_window_claims_no_trace_and_resumes_past_it(tmp_path: Path) -> None:
     """SIGTERM before the traced steps: no trace, and summary.json says none. The resumed run has fewer steps left
     than skip_steps (counted from the resume, whose first step compiles again): it says so and trains to the end."""
     run_dir = tmp_path / "run"
     args = ["trainer.max_steps=100", "trainer.eval_every=50", "trainer.checkpoint_every=50", "trainer.eval_prompts=16"]
     args += ["logger=none", "profile.steps=2", "profile.skip_steps=95", f"hydra.run.dir={run_dir}"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rlexp", *args], cwd=REPO, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
-    )
+    proc = start_rlexp(*args, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     for line in proc.stderr:  # off a terminal, progress is a line per 10 % of the run
         if line.startswith("rlexp: step 10/100"):
             proc.send_signal(signal.SIGTERM)

@@ -4,9 +4,6 @@ TPU slice), the validation rules, and async rollout on separate CPU devices (slo
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -15,7 +12,7 @@ import pytest
 from rlexp.config.validate import validate
 from rlexp.errors import ConfigError
 from rlexp.train.metrics import map_name
-from tests.helpers import REPO, compose_conf
+from tests.helpers import compose_conf, run_rlexp
 
 TOKENIZER = SimpleNamespace(eos_token_id=1)
 
@@ -108,11 +105,7 @@ def test_dequeue_time_is_kept() -> None:
 def test_async_rollout_on_separate_cpu_devices_learns(tmp_path: Path) -> None:
     """The user's command: 2 trainer + 2 rollout fake CPU devices; with 2 micro-batches per step the second samples
     while the first trains. Training stays on-policy and must still learn."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
     cmd = [
-        sys.executable,
-        "-m",
-        "rlexp",
         "slice=cpu-4",
         "slice.rollout_devices=2",
         "trainer.rollout.async_rollout=true",
@@ -124,7 +117,7 @@ def test_async_rollout_on_separate_cpu_devices_learns(tmp_path: Path) -> None:
         "logger=none",
         f"output_dir={tmp_path}",
     ]
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=1500)
+    proc = run_rlexp(*cmd, timeout=1500)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["train"]["steps"] == 100
@@ -136,6 +129,7 @@ def test_async_rollout_on_separate_cpu_devices_learns(tmp_path: Path) -> None:
     assert gain > 0.05, summary["eval"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "options",
     [

@@ -11,8 +11,6 @@ import pty
 import re
 import select
 import struct
-import subprocess
-import sys
 import termios
 import time
 from pathlib import Path
@@ -21,7 +19,7 @@ from types import SimpleNamespace
 import pytest
 
 from rlexp.train.evaluate import EVAL_SEED_OFFSET, sample_in_chunks
-from tests.helpers import REPO, SHORT
+from tests.helpers import SHORT, run_rlexp, start_rlexp
 
 
 @pytest.mark.slow
@@ -30,13 +28,11 @@ def test_evals_before_during_and_after_training_trace_each_program_once(tmp_path
     mid-run evals run under) traced and loaded every eval program a second time at the first mid-run eval. The
     sampled eval (16 prompts x 5 = 80 completions) runs as two calls of the training rollout's 64 rows, the second
     topped up, so it compiles nothing of its own."""
-    cmd = [sys.executable, "-m", "rlexp", *SHORT, "trainer.eval_samples=5"]
-    out = subprocess.run(
-        [*cmd, f"output_dir={tmp_path}", f"compile_cache.dir={tmp_path}/cache"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=600,
+    cmd = [*SHORT, "trainer.eval_samples=5"]
+    out = run_rlexp(
+        *cmd,
+        f"output_dir={tmp_path}",
+        f"compile_cache.dir={tmp_path}/cache",
         env={**os.environ, "JAX_LOG_COMPILES": "1"},
     )
     assert out.returncode == 0, out.stderr[-2000:]
@@ -57,9 +53,9 @@ def test_evals_before_during_and_after_training_trace_each_program_once(tmp_path
 def test_a_completion_budget_that_cuts_the_answers_is_named_before_the_first_step(tmp_path: Path) -> None:
     """One token cannot hold an answer and its end: the eval before training sees every greedy completion cut and
     the run says which key to raise before it trains on cut answers."""
-    cmd = [sys.executable, "-m", "rlexp", *SHORT, "trainer.max_steps=2", "trainer.eval_every=2"]
+    cmd = [*SHORT, "trainer.max_steps=2", "trainer.eval_every=2"]
     cmd += ["trainer.checkpoint_every=2", "trainer.max_completion_tokens=1", f"output_dir={tmp_path}"]
-    out = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=600)
+    out = run_rlexp(*cmd)
     assert out.returncode == 0, out.stderr[-2000:]
     [warning] = [line for line in out.stderr.splitlines() if line.startswith("rlexp: warning")]
     assert warning.startswith("rlexp: warning: trainer.max_completion_tokens=1: 100% of the greedy eval's")
@@ -74,15 +70,8 @@ def test_the_default_wandb_logger_gets_every_row_from_its_own_process(tmp_path: 
     step's and every eval's row, then the summary."""
     overrides = [o for o in SHORT if not o.startswith("logger=")]
     env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
-    cmd = [sys.executable, "-X", "importtime", "-m", "rlexp", *overrides, f"output_dir={tmp_path}"]
-    out = subprocess.run(
-        [*cmd, f"compile_cache.dir={tmp_path}/cache"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=600,
-        env=env,
-    )
+    cmd = [*overrides, f"output_dir={tmp_path}"]
+    out = run_rlexp(*cmd, f"compile_cache.dir={tmp_path}/cache", env=env, python=["-X", "importtime"])
     assert out.returncode == 0, out.stderr[-2000:]
     imported = {line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines() if line.startswith("import time:")}
     assert "jax" in imported and "wandb" not in imported  # -X importtime covers this process, not its children
@@ -110,14 +99,7 @@ def test_a_config_the_data_refuses_leaves_no_wandb_run_and_no_record(tmp_path: P
     run_dir = tmp_path / "run"
     env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
     args = ["dataset=jsonl", f"dataset.source={data}", "dataset.eval_size=4", "trainer.eval_prompts=4"]
-    out = subprocess.run(
-        [sys.executable, "-m", "rlexp", *args, f"output_dir={run_dir}", f"hydra.run.dir={tmp_path}/hydra"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=600,
-        env=env,
-    )
+    out = run_rlexp(*args, f"output_dir={run_dir}", f"hydra.run.dir={tmp_path}/hydra", env=env)
     assert out.returncode == 2, out.stderr[-2000:]
     assert out.stderr.strip().splitlines() == [
         "rlexp: error: trainer.max_steps=300: the train split (19 rows x 1 epochs / batch 8) gives only 2 steps; "
@@ -126,12 +108,12 @@ def test_a_config_the_data_refuses_leaves_no_wandb_run_and_no_record(tmp_path: P
     assert list(run_dir.iterdir()) == []  # no wandb/, wandb_run.json or config.yaml
 
 
-def on_a_terminal(cmd: list[str], timeout: float = 600) -> tuple[int, str]:
-    """Run `cmd` with stdin, stdout and stderr on a pseudo-terminal of 160 columns, as a user's shell does; its
+def on_a_terminal(*args: str, timeout: float = 600) -> tuple[int, str]:
+    """Run `python -m rlexp <args>` with stdin, stdout and stderr on a pseudo-terminal of 160 columns, as a user's shell does; its
     exit status and everything it drew."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))  # a new pty is 0 columns wide
-    proc = subprocess.Popen(cmd, stdin=slave, stdout=slave, stderr=slave, cwd=REPO, close_fds=True)
+    proc = start_rlexp(*args, stdin=slave, stdout=slave, stderr=slave, close_fds=True)
     os.close(slave)
     out, deadline = b"", time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -153,7 +135,7 @@ def on_a_terminal(cmd: list[str], timeout: float = 600) -> tuple[int, str]:
 def test_a_terminal_shows_one_progress_bar_rlexps(tmp_path: Path) -> None:
     """Tunix's trainer drew a tqdm bar of its own ("Actor Training", with loss and perplexity) on a terminal,
     overwriting rlexp's bar line by line; the console's progress is rlexp's alone."""
-    code, screen = on_a_terminal([sys.executable, "-m", "rlexp", *SHORT, f"output_dir={tmp_path}"])
+    code, screen = on_a_terminal(*SHORT, f"output_dir={tmp_path}")
     assert code == 0, screen[-3000:]
     assert "Actor Training" not in screen and "perplexity" not in screen
     assert "train: 100%" in screen and "8/8" in screen and "rlexp run tiny-arith-grpo: completed" in screen

@@ -1,0 +1,118 @@
+"""What one test changes in this process is undone before the next: the whole suite runs as one pytest process.
+
+Several tests run the user's commands in-process (tests.launch.conftest.run_cli, rlexp.train in-process), and a
+Hydra app configures the process as a command would: `logging.config.dictConfig` of hydra/job_logging (handlers
+on the root logger bound to that test's captured sys.stdout and <run dir>/main.log), GlobalHydra and HydraConfig
+set, the JAX compilation cache switched on. Each test starts from the state the session had before it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import weakref
+from collections.abc import Generator, Iterator
+
+import pytest
+
+
+def _absl_stream_off_the_capture() -> None:
+    """absl creates its handler at import, bound to the sys.stderr of that moment: imported while pytest collects
+    (jax, flax, tunix, orbax import it), that is pytest's global capture. Every `logging.config.dictConfig`
+    (each in-process Hydra run) closes every handler of the process, and absl's `close` closes its stream unless
+    it is the current sys.stderr: under capsys it is not, so the session's capture file was closed and pytest
+    ended in "I/O operation on closed file" / "lost sys.stderr". absl writes its records to the current
+    sys.stderr (`_log_to_stderr`) either way; its own stream is only ever closed, so point it at the process's
+    stderr, which absl never closes. Run before any test module imports absl."""
+    from absl import logging as absl_logging
+
+    absl_logging.get_absl_handler().python_handler.stream = sys.__stderr__
+
+
+_absl_stream_off_the_capture()
+
+
+def _logging_state() -> tuple:
+    manager = logging.Logger.manager
+    loggers = [logging.root, *(lg for lg in list(manager.loggerDict.values()) if isinstance(lg, logging.Logger))]
+    return manager.disable, [(lg, lg.level, list(lg.handlers), list(lg.filters), lg.propagate, lg.disabled)
+                             for lg in loggers]  # fmt: skip
+
+
+def _restore_logging(state: tuple) -> None:
+    disable, loggers = state
+    logging.disable(disable)
+    known = set()
+    for lg, level, handlers, filters, propagate, disabled in loggers:
+        known.add(lg.name)
+        lg.setLevel(level)
+        lg.handlers[:] = handlers
+        lg.filters[:] = filters
+        lg.propagate, lg.disabled = propagate, disabled
+    for lg in list(logging.Logger.manager.loggerDict.values()):  # loggers made during the test: as made
+        if isinstance(lg, logging.Logger) and lg.name not in known:
+            lg.handlers.clear()
+            lg.setLevel(logging.NOTSET)
+            lg.propagate, lg.disabled = True, False
+    logging.Logger.manager._clear_cache()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
+    """Logging as it was before the test. Taken around the whole protocol, outside the handlers pytest's logging
+    plugin attaches for each phase (setup, call, teardown), so those are not put back. What a Hydra app leaves:
+    root's handlers replaced by a StreamHandler on the test's captured stdout (closed after the test: later records
+    fail with "I/O operation on closed file") and a FileHandler on that run's main.log (later tests' records were
+    appended to it), root at INFO, loggers' levels and filters set by the run."""
+    state = _logging_state()
+    try:
+        return (yield)
+    finally:
+        _restore_logging(state)
+
+
+def _jax_config() -> dict[str, object] | None:
+    jax = sys.modules.get("jax")
+    return dict(jax.config.values) if jax is not None and hasattr(jax, "config") else None
+
+
+@pytest.fixture(autouse=True)
+def _process_state_restored() -> Iterator[None]:
+    """cwd, os.environ, Hydra's global state and JAX's config flags as they were before the test."""
+    cwd, environ, jax_before = os.getcwd(), dict(os.environ), _jax_config()
+    yield
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+
+    GlobalHydra.instance().clear()  # an in-process app or an unclosed initialize_config_dir leaves it set
+    HydraConfig.instance().cfg = None  # a run sets it; trackers outside a Hydra job must not read a stale one
+    if os.getcwd() != cwd:
+        os.chdir(cwd)
+    if os.environ != environ:
+        os.environ.clear()
+        os.environ.update(environ)
+    jax_after = _jax_config()
+    if jax_after is not None:
+        import jax
+
+        for name, value in jax_after.items():
+            if jax_before is not None and name in jax_before and jax_before[name] != value:
+                jax.config.update(name, jax_before[name])
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _grader_pools_stopped() -> Iterator[None]:
+    """The reward functions keep their math-verify GraderPool for the process (a run grades every step): stop
+    every pool and the forkserver its workers came from at the end of the session, not at interpreter exit,
+    after pytest's capture is gone."""
+    yield
+    grading = sys.modules.get("rlexp.rewards.grading")
+    if grading is None:
+        return
+    for finalizer, info in list(weakref.finalize._registry.items()):  # each pool's close(), as at exit
+        if info.func is grading._shutdown:
+            finalizer()
+    from multiprocessing import forkserver
+
+    forkserver._forkserver._stop()
