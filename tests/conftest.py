@@ -41,20 +41,14 @@ def _logging_state() -> tuple:
 
 
 def _restore_logging(state: tuple) -> None:
+    """Loggers made during the test (a module imported for the first time) keep what their import set up."""
     disable, loggers = state
     logging.disable(disable)
-    known = set()
     for lg, level, handlers, filters, propagate, disabled in loggers:
-        known.add(lg.name)
         lg.setLevel(level)
         lg.handlers[:] = handlers
         lg.filters[:] = filters
         lg.propagate, lg.disabled = propagate, disabled
-    for lg in list(logging.Logger.manager.loggerDict.values()):  # loggers made during the test: as made
-        if isinstance(lg, logging.Logger) and lg.name not in known:
-            lg.handlers.clear()
-            lg.setLevel(logging.NOTSET)
-            lg.propagate, lg.disabled = True, False
     logging.Logger.manager._clear_cache()
 
 
