@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 import json
 import math
+from typing import NamedTuple
 
 from rlexp.report import analyze
 from rlexp.report.load import Run, Sweep
@@ -72,17 +73,25 @@ def thin(points: list[tuple[int, float]]) -> list[tuple[int, float]]:
     return points[::k] + ([points[-1]] if (len(points) - 1) % k else [])
 
 
-def chart(metric: str, runs: list[Run], colors: dict[str, str]) -> str:
-    series = [(r, r.series(metric)) for r in runs]
-    series = [(r, [(s, v) for s, v in pts if math.isfinite(v)]) for r, pts in series]
-    series = [(r, pts) for r, pts in series if pts]
-    head = (
-        f'<figure class="chart" data-metric="{esc(metric)}"><figcaption>{esc(TITLES.get(metric, metric))}</figcaption>'
-    )
-    if not series:
-        return head + '<p class="empty">no data</p></figure>'
-    xs = [s for _, pts in series for s, _ in pts]
-    ys = [v for _, pts in series for _, v in pts]
+class Line(NamedTuple):
+    """One curve of a chart: finite (step, value) points, drawn EMA-smoothed over a faint raw line when `smooth`."""
+
+    pts: list[tuple[int, float]]
+    color: str
+    attrs: str  # data-* attributes its polylines and dots carry
+    name: str  # its hover title
+    smooth: bool = False
+    cls: str = "curve"
+
+
+def finite(points: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    return [(s, v) for s, v in points if math.isfinite(v)]
+
+
+def plot(lines: list[Line], label: str) -> str:
+    """The <svg> of non-empty `lines` on shared axes: y ticks and grid, step ticks, one polyline per line."""
+    xs = [s for line in lines for s, _ in line.pts]
+    ys = [v for line in lines for _, v in line.pts]
     x0, x1 = min(xs), max(xs) if max(xs) > min(xs) else min(xs) + 1
     y0, y1 = min(ys), max(ys)
     if y1 - y0 < 1e-12:
@@ -96,7 +105,7 @@ def chart(metric: str, runs: list[Run], colors: dict[str, str]) -> str:
     def py(y: float) -> float:
         return H - MB - (y - y0) / (y1 - y0) * (H - MT - MB)
 
-    parts = [f'<svg class="plot" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="{esc(metric)}">']
+    parts = [f'<svg class="plot" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="{esc(label)}">']
     for t in nice_ticks(y0, y1):
         parts.append(
             f'<line class="grid" x1="{ML}" x2="{W - MR}" y1="{py(t):.1f}" y2="{py(t):.1f}"/>'
@@ -105,24 +114,37 @@ def chart(metric: str, runs: list[Run], colors: dict[str, str]) -> str:
     for t in nice_ticks(x0, x1):
         parts.append(f'<text class="tick" x="{px(t):.1f}" y="{H - MB + 14}" text-anchor="middle">{fmt(t, 4)}</text>')
     parts.append(f'<text class="axis" x="{(ML + W - MR) / 2}" y="{H - 4}" text-anchor="middle">step</text>')
-    for run, pts in series:
-        color = colors[run.dir]
+    for line in lines:
+        pts, color, attrs = line.pts, line.color, line.attrs
         steps, values = [s for s, _ in pts], [v for _, v in pts]
-        rid = esc(run.dir)
-        if metric in SMOOTHED and len(pts) > 2:
+        if line.smooth and len(pts) > 2:
             raw = " ".join(f"{px(s):.1f},{py(v):.1f}" for s, v in thin(pts))
-            parts.append(f'<polyline class="raw" data-run="{rid}" points="{raw}" stroke="{color}"/>')
+            parts.append(f'<polyline class="raw" {attrs} points="{raw}" stroke="{color}"/>')
             values = ema(values)
-        line = " ".join(f"{px(s):.1f},{py(v):.1f}" for s, v in thin(list(zip(steps, values, strict=True))))
-        title = f"<title>{esc(run.name)}: final {fmt(values[-1])}</title>"
-        parts.append(f'<polyline class="curve" data-run="{rid}" points="{line}" stroke="{color}">{title}</polyline>')
+        xy = " ".join(f"{px(s):.1f},{py(v):.1f}" for s, v in thin(list(zip(steps, values, strict=True))))
+        title = f"<title>{esc(line.name)}: final {fmt(values[-1])}</title>"
+        parts.append(f'<polyline class="{line.cls}" {attrs} points="{xy}" stroke="{color}">{title}</polyline>')
         if len(pts) <= 12:
             parts += [
-                f'<circle class="dot" data-run="{rid}" cx="{px(s):.1f}" cy="{py(v):.1f}" r="2.5" fill="{color}"/>'
+                f'<circle class="dot" {attrs} cx="{px(s):.1f}" cy="{py(v):.1f}" r="2.5" fill="{color}"/>'
                 for s, v in zip(steps, values, strict=True)
             ]
-    parts.append("</svg></figure>")
-    return head + "".join(parts)
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def chart(metric: str, runs: list[Run], colors: dict[str, str]) -> str:
+    lines = [
+        Line(pts, colors[r.dir], f'data-run="{esc(r.dir)}"', r.name, metric in SMOOTHED)
+        for r in runs
+        if (pts := finite(r.series(metric)))
+    ]
+    head = (
+        f'<figure class="chart" data-metric="{esc(metric)}"><figcaption>{esc(TITLES.get(metric, metric))}</figcaption>'
+    )
+    if not lines:
+        return head + '<p class="empty">no data</p></figure>'
+    return head + plot(lines, metric) + "</figure>"
 
 
 def _label(run: Run, keys: list[str]) -> str:
