@@ -2,8 +2,8 @@
 
 Health flags look for the usual ways a GRPO run "wins" dishonestly or falls over: completions
 collapsing or running into the length cap, KL blowing up, groups with no reward variance (no
-signal), rewards pinned at a clip bound, reward functions erroring, a format reward climbing while
-the correctness reward does not, and train reward rising while eval pass@1 falls.
+signal), rewards pinned at a clip bound, reward functions erroring, a format or judge reward climbing
+while the correctness reward does not, and train reward rising while eval pass@1 falls.
 """
 
 from __future__ import annotations
@@ -149,13 +149,14 @@ def _trend(run: Run, metric: str) -> float | None:
 def _divergence(run: Run) -> list[Flag]:
     flags = []
     names = {n.split("/")[1] for n in run.metric_names() if n.startswith("rewards/") and n.endswith("/mean")}
-    fmt = [n for n in names if "format" in n]
-    correct = [n for n in names if n not in fmt and any(w in n for w in ("correct", "accura", "math", "answer"))]
-    for f in fmt:
+    soft = [n for n in names if any(w in n for w in ("format", "layout", "judge"))]  # gameable rewards
+    correct = [n for n in names if n not in soft and any(w in n for w in ("correct", "accura", "math", "answer"))]
+    for f in soft:
+        code = "judge_vs_correct" if "judge" in f else "format_vs_correct"
         for c in correct:
             df, dc = _trend(run, f"rewards/{f}/mean"), _trend(run, f"rewards/{c}/mean")
             if df is not None and dc is not None and df > 0.05 and dc <= 0.0:
-                flags.append(Flag("warn", "format_vs_correct", f"{f} reward rose {df:+.3g} while {c} moved {dc:+.3g}"))
+                flags.append(Flag("warn", code, f"{f} reward rose {df:+.3g} while {c} moved {dc:+.3g}"))
     reward, passes = _trend(run, REWARD), _trend(run, PASS1)
     if reward is not None and passes is not None and reward > 0.05 and passes < -0.05:
         flags.append(Flag("warn", "train_up_eval_down", f"train reward {reward:+.3g} but eval pass@1 {passes:+.3g}"))

@@ -17,6 +17,7 @@ from tests.helpers import REPO
 from tests.report.browser import open_report
 
 FIXTURE = REPO / "tests" / "fixtures" / "runs" / "lr_seed"
+REWARDS = REPO / "tests" / "fixtures" / "runs" / "rewards"  # a composite (arith_judge) run and a one-reward run
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +57,12 @@ def test_health_flags_the_hacked_run_only(sweep) -> None:
 
 def synthetic(rows: list[dict], cap: int | None = None) -> Run:
     return Run(name="s", dir="s", rows=rows, config={"trainer": {"max_completion_tokens": cap}} if cap else {})
+
+
+def test_health_flags_a_judge_rising_while_correctness_sags() -> None:
+    codes = [f.code for f in analyze.health(load([str(REWARDS / "arith_judge")]).runs[0])]
+    assert codes == ["reward_rpc_error_ratio", "judge_vs_correct"]
+    assert analyze.health(load([str(REWARDS / "arith")]).runs[0]) == []
 
 
 def test_health_length_cap_and_clipping_and_train_eval_divergence() -> None:
