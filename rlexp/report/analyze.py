@@ -30,6 +30,10 @@ COLUMNS = (
 )
 LOWER_IS_BETTER = {KL, "loss"}
 SEED_KEYS = ("seed", "trainer.seed")
+# The combined reward of `combine: weighted_mean` (rlexp.rewards.compose.WEIGHTED_MEAN), logged beside its parts.
+COMBINED = ("weighted_mean", "weighted_mean_clipped")
+REWARD_HEALTH = ("rpc_error_ratio", "invalid_ratio", "latency_p95_s")  # per reward, shown as their peaks
+MAX_REWARD_CHARTS = 4
 
 
 @dataclass
@@ -138,6 +142,47 @@ def health(run: Run) -> list[Flag]:
                 flags.append(Flag("warn", "reward_" + name.rsplit("/", 1)[1], f"{name} peaked at {peak:.0%}"))
     flags += _divergence(run)
     return flags
+
+
+def reward_names(run: Run) -> list[str]:
+    """The rewards of a composite (two or more `rewards/<name>/mean` series), then its combined reward; [] else."""
+    names = sorted(
+        n.split("/")[1]
+        for n in run.metric_names()
+        if n.startswith("rewards/") and n.endswith("/mean") and n.count("/") == 2 and _finite(_values(run, n))
+    )
+    parts = [n for n in names if n not in COMBINED]
+    return parts + [n for n in names if n in COMBINED] if len(parts) >= 2 else []
+
+
+def reward_health(run: Run, name: str) -> dict[str, float]:
+    """Peaks of a reward's logged RPC-error and invalid ratios and p95 latency (those it logged)."""
+    out = {}
+    for key in REWARD_HEALTH:
+        values = _finite(_values(run, f"rewards/{name}/{key}"))
+        if values:
+            out[key] = max(values)
+    return out
+
+
+def reward_chart_runs(sweep: Sweep, ranked: list[Row]) -> list[Run]:
+    """Runs whose rewards get a chart of their own: every composite run when there are a few, else the
+    top-ranked one and the flagged ones, at most MAX_REWARD_CHARTS."""
+    order = [run for row in ranked for run in row.runs]
+    composite = [run for run in order if reward_names(run)]
+    if len(composite) <= MAX_REWARD_CHARTS:
+        return composite
+    picked = composite[:1]
+    for run in composite[1:]:
+        if len(picked) == MAX_REWARD_CHARTS:
+            break
+        if health(run):
+            picked.append(run)
+    return picked
+
+
+def _values(run: Run, metric: str) -> list[float]:
+    return [v for _, v in run.series(metric)]
 
 
 def _trend(run: Run, metric: str) -> float | None:

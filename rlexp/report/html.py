@@ -147,6 +147,44 @@ def chart(metric: str, runs: list[Run], colors: dict[str, str]) -> str:
     return head + plot(lines, metric) + "</figure>"
 
 
+HEALTH_NAMES = {"rpc_error_ratio": "RPC errors", "invalid_ratio": "invalid", "latency_p95_s": "p95 latency"}
+
+
+def reward_chart(run: Run, label: str) -> str:
+    """One run's rewards of a composite on shared axes (the combined one dashed), with each reward's peak RPC-error
+    and invalid ratios and p95 latency under the caption: a judge reward parting from a structural one shows here."""
+    names = analyze.reward_names(run)
+    colors = {n: "#444" if n in analyze.COMBINED else PALETTE[i % len(PALETTE)] for i, n in enumerate(names)}
+    lines = [
+        Line(pts, colors[n], f'data-reward="{esc(n)}"', n, True, "curve combined" if n in analyze.COMBINED else "curve")
+        for n in names
+        if (pts := finite(run.series(f"rewards/{n}/mean")))
+    ]
+    notes = []
+    for n in names:
+        cells = []
+        for key, peak in analyze.reward_health(run, n).items():
+            if key == "latency_p95_s":
+                cells.append(f"{HEALTH_NAMES[key]} {fmt(peak, 2)} s")
+            elif peak > 0:  # the share health() flags at 10 %
+                cells.append(f'<span class="{"warn" if peak >= 0.1 else ""}">{HEALTH_NAMES[key]} {peak:.0%}</span>')
+        if cells:
+            notes.append(f"{esc(n)}: " + ", ".join(cells))
+    health = f"<br><small>peaks: {' · '.join(notes)}</small>" if notes else ""
+    legend = "".join(
+        f'<li><span class="sw" style="background:{colors[n]}"></span>{esc(n)}'
+        + (" <small>(combined)</small>" if n in analyze.COMBINED else "")
+        + "</li>"
+        for n in names
+    )
+    return (
+        f'<figure class="chart rewards-chart" data-metric="rewards/*/mean" data-run="{esc(run.dir)}">'
+        f"<figcaption>rewards of {esc(label)}{health}</figcaption>"
+        + plot(lines, f"rewards of {label}")
+        + f'<ul class="reward-legend">{legend}</ul></figure>'
+    )
+
+
 def _label(run: Run, keys: list[str]) -> str:
     params = run.params()
     shown = [f"{k.rsplit('.', 1)[-1]}={params.get(k, '')}" for k in keys if k in params]
@@ -254,6 +292,14 @@ def render(sweep: Sweep) -> str:
         for r in sweep.runs
     )
     charts = "".join(chart(m, sweep.runs, colors) for m in analyze.CURVES)
+    parts = analyze.reward_chart_runs(sweep, ranked)
+    reward_charts = (
+        '<h2>Rewards of a composite, one chart per run</h2><div class="charts">'
+        + "".join(reward_chart(r, f"{r.name} ({_label(r, label_keys)})") for r in parts)
+        + "</div>"
+        if parts
+        else ""
+    )
     best = analyze.best_row(sweep)
     samples = samples_table(best.runs[0]) if best else '<p class="sub">No winner yet.</p>'
     data = {
@@ -277,6 +323,7 @@ def render(sweep: Sweep) -> str:
         health=health_panel,
         legend=legend,
         charts=charts,
+        reward_charts=reward_charts,
         samples=samples,
         data=payload,
         css=CSS,
@@ -296,6 +343,8 @@ th{background:#fafafa;vertical-align:bottom;white-space:nowrap}td:first-child,th
 figcaption{font-weight:600;font-size:13px;padding:2px 6px}
 .plot .grid{stroke:#eee}.plot .tick,.plot .axis{font-size:10px;fill:#777}
 .plot polyline{fill:none}.plot .curve{stroke-width:2}.plot .raw{stroke-width:1;opacity:.2}
+.plot .combined{stroke-dasharray:5 3}.rewards-chart{max-width:450px}figcaption small{font-weight:400}
+.reward-legend{list-style:none;padding:0 6px;margin:2px 0;display:flex;gap:4px 12px}
 .plot .dim{opacity:.08}.legend{list-style:none;padding:0;display:flex;flex-wrap:wrap;gap:4px 14px}
 .flags li{margin:2px 0}tr.hl td{background:#fff6d6}#samples td{text-align:left;white-space:normal;max-width:420px}
 """
@@ -329,6 +378,7 @@ TEMPLATE = """<!DOCTYPE html>
 <h2>Curves</h2>
 <ul class="legend">{legend}</ul>
 <div class="charts">{charts}</div>
+{reward_charts}
 <h2>Samples from the winner</h2>
 {samples}
 <script type="application/json" id="rlexp-data">{data}</script>
