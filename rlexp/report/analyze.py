@@ -2,8 +2,8 @@
 
 Health flags look for the usual ways a GRPO run "wins" dishonestly or falls over: completions
 collapsing or running into the length cap, KL blowing up, groups with no reward variance (no
-signal), rewards pinned at a clip bound, reward functions erroring, a format reward climbing while
-the correctness reward does not, and train reward rising while eval pass@1 falls.
+signal), rewards pinned at a clip bound, reward functions erroring, a format or judge reward climbing
+while the correctness reward does not, and train reward rising while eval pass@1 falls.
 """
 
 from __future__ import annotations
@@ -30,6 +30,10 @@ COLUMNS = (
 )
 LOWER_IS_BETTER = {KL, "loss"}
 SEED_KEYS = ("seed", "trainer.seed")
+# The combined reward of `combine: weighted_mean` (rlexp.rewards.compose.WEIGHTED_MEAN), logged beside its parts.
+COMBINED = ("weighted_mean", "weighted_mean_clipped")
+REWARD_HEALTH = ("rpc_error_ratio", "invalid_ratio", "latency_p95_s")  # per reward, shown as their peaks
+MAX_REWARD_CHARTS = 4
 
 
 @dataclass
@@ -140,6 +144,47 @@ def health(run: Run) -> list[Flag]:
     return flags
 
 
+def reward_names(run: Run) -> list[str]:
+    """The rewards of a composite (two or more `rewards/<name>/mean` series), then its combined reward; [] else."""
+    names = sorted(
+        n.split("/")[1]
+        for n in run.metric_names()
+        if n.startswith("rewards/") and n.endswith("/mean") and n.count("/") == 2 and _finite(_values(run, n))
+    )
+    parts = [n for n in names if n not in COMBINED]
+    return parts + [n for n in names if n in COMBINED] if len(parts) >= 2 else []
+
+
+def reward_health(run: Run, name: str) -> dict[str, float]:
+    """Peaks of a reward's logged RPC-error and invalid ratios and p95 latency (those it logged)."""
+    out = {}
+    for key in REWARD_HEALTH:
+        values = _finite(_values(run, f"rewards/{name}/{key}"))
+        if values:
+            out[key] = max(values)
+    return out
+
+
+def reward_chart_runs(sweep: Sweep, ranked: list[Row]) -> list[Run]:
+    """Runs whose rewards get a chart of their own: every composite run when there are a few, else the
+    top-ranked one and the flagged ones, at most MAX_REWARD_CHARTS."""
+    order = [run for row in ranked for run in row.runs]
+    composite = [run for run in order if reward_names(run)]
+    if len(composite) <= MAX_REWARD_CHARTS:
+        return composite
+    picked = composite[:1]
+    for run in composite[1:]:
+        if len(picked) == MAX_REWARD_CHARTS:
+            break
+        if health(run):
+            picked.append(run)
+    return picked
+
+
+def _values(run: Run, metric: str) -> list[float]:
+    return [v for _, v in run.series(metric)]
+
+
 def _trend(run: Run, metric: str) -> float | None:
     values = [v for _, v in run.series(metric)]
     a, b = _window(values, True), _window(values, False)
@@ -149,13 +194,14 @@ def _trend(run: Run, metric: str) -> float | None:
 def _divergence(run: Run) -> list[Flag]:
     flags = []
     names = {n.split("/")[1] for n in run.metric_names() if n.startswith("rewards/") and n.endswith("/mean")}
-    fmt = [n for n in names if "format" in n]
-    correct = [n for n in names if n not in fmt and any(w in n for w in ("correct", "accura", "math", "answer"))]
-    for f in fmt:
+    soft = [n for n in names if any(w in n for w in ("format", "layout", "judge"))]  # gameable rewards
+    correct = [n for n in names if n not in soft and any(w in n for w in ("correct", "accura", "math", "answer"))]
+    for f in soft:
+        code = "judge_vs_correct" if "judge" in f else "format_vs_correct"
         for c in correct:
             df, dc = _trend(run, f"rewards/{f}/mean"), _trend(run, f"rewards/{c}/mean")
             if df is not None and dc is not None and df > 0.05 and dc <= 0.0:
-                flags.append(Flag("warn", "format_vs_correct", f"{f} reward rose {df:+.3g} while {c} moved {dc:+.3g}"))
+                flags.append(Flag("warn", code, f"{f} reward rose {df:+.3g} while {c} moved {dc:+.3g}"))
     reward, passes = _trend(run, REWARD), _trend(run, PASS1)
     if reward is not None and passes is not None and reward > 0.05 and passes < -0.05:
         flags.append(Flag("warn", "train_up_eval_down", f"train reward {reward:+.3g} but eval pass@1 {passes:+.3g}"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 import json
 import math
+from typing import NamedTuple
 
 from rlexp.report import analyze
 from rlexp.report.load import Run, Sweep
@@ -72,17 +73,25 @@ def thin(points: list[tuple[int, float]]) -> list[tuple[int, float]]:
     return points[::k] + ([points[-1]] if (len(points) - 1) % k else [])
 
 
-def chart(metric: str, runs: list[Run], colors: dict[str, str]) -> str:
-    series = [(r, r.series(metric)) for r in runs]
-    series = [(r, [(s, v) for s, v in pts if math.isfinite(v)]) for r, pts in series]
-    series = [(r, pts) for r, pts in series if pts]
-    head = (
-        f'<figure class="chart" data-metric="{esc(metric)}"><figcaption>{esc(TITLES.get(metric, metric))}</figcaption>'
-    )
-    if not series:
-        return head + '<p class="empty">no data</p></figure>'
-    xs = [s for _, pts in series for s, _ in pts]
-    ys = [v for _, pts in series for _, v in pts]
+class Line(NamedTuple):
+    """One curve of a chart: finite (step, value) points, drawn EMA-smoothed over a faint raw line when `smooth`."""
+
+    pts: list[tuple[int, float]]
+    color: str
+    attrs: str  # data-* attributes its polylines and dots carry
+    name: str  # its hover title
+    smooth: bool = False
+    cls: str = "curve"
+
+
+def finite(points: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    return [(s, v) for s, v in points if math.isfinite(v)]
+
+
+def plot(lines: list[Line], label: str) -> str:
+    """The <svg> of non-empty `lines` on shared axes: y ticks and grid, step ticks, one polyline per line."""
+    xs = [s for line in lines for s, _ in line.pts]
+    ys = [v for line in lines for _, v in line.pts]
     x0, x1 = min(xs), max(xs) if max(xs) > min(xs) else min(xs) + 1
     y0, y1 = min(ys), max(ys)
     if y1 - y0 < 1e-12:
@@ -96,7 +105,7 @@ def chart(metric: str, runs: list[Run], colors: dict[str, str]) -> str:
     def py(y: float) -> float:
         return H - MB - (y - y0) / (y1 - y0) * (H - MT - MB)
 
-    parts = [f'<svg class="plot" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="{esc(metric)}">']
+    parts = [f'<svg class="plot" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="{esc(label)}">']
     for t in nice_ticks(y0, y1):
         parts.append(
             f'<line class="grid" x1="{ML}" x2="{W - MR}" y1="{py(t):.1f}" y2="{py(t):.1f}"/>'
@@ -105,24 +114,75 @@ def chart(metric: str, runs: list[Run], colors: dict[str, str]) -> str:
     for t in nice_ticks(x0, x1):
         parts.append(f'<text class="tick" x="{px(t):.1f}" y="{H - MB + 14}" text-anchor="middle">{fmt(t, 4)}</text>')
     parts.append(f'<text class="axis" x="{(ML + W - MR) / 2}" y="{H - 4}" text-anchor="middle">step</text>')
-    for run, pts in series:
-        color = colors[run.dir]
+    for line in lines:
+        pts, color, attrs = line.pts, line.color, line.attrs
         steps, values = [s for s, _ in pts], [v for _, v in pts]
-        rid = esc(run.dir)
-        if metric in SMOOTHED and len(pts) > 2:
+        if line.smooth and len(pts) > 2:
             raw = " ".join(f"{px(s):.1f},{py(v):.1f}" for s, v in thin(pts))
-            parts.append(f'<polyline class="raw" data-run="{rid}" points="{raw}" stroke="{color}"/>')
+            parts.append(f'<polyline class="raw" {attrs} points="{raw}" stroke="{color}"/>')
             values = ema(values)
-        line = " ".join(f"{px(s):.1f},{py(v):.1f}" for s, v in thin(list(zip(steps, values, strict=True))))
-        title = f"<title>{esc(run.name)}: final {fmt(values[-1])}</title>"
-        parts.append(f'<polyline class="curve" data-run="{rid}" points="{line}" stroke="{color}">{title}</polyline>')
+        xy = " ".join(f"{px(s):.1f},{py(v):.1f}" for s, v in thin(list(zip(steps, values, strict=True))))
+        title = f"<title>{esc(line.name)}: final {fmt(values[-1])}</title>"
+        parts.append(f'<polyline class="{line.cls}" {attrs} points="{xy}" stroke="{color}">{title}</polyline>')
         if len(pts) <= 12:
             parts += [
-                f'<circle class="dot" data-run="{rid}" cx="{px(s):.1f}" cy="{py(v):.1f}" r="2.5" fill="{color}"/>'
+                f'<circle class="dot" {attrs} cx="{px(s):.1f}" cy="{py(v):.1f}" r="2.5" fill="{color}"/>'
                 for s, v in zip(steps, values, strict=True)
             ]
-    parts.append("</svg></figure>")
-    return head + "".join(parts)
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def chart(metric: str, runs: list[Run], colors: dict[str, str]) -> str:
+    lines = [
+        Line(pts, colors[r.dir], f'data-run="{esc(r.dir)}"', r.name, metric in SMOOTHED)
+        for r in runs
+        if (pts := finite(r.series(metric)))
+    ]
+    head = (
+        f'<figure class="chart" data-metric="{esc(metric)}"><figcaption>{esc(TITLES.get(metric, metric))}</figcaption>'
+    )
+    if not lines:
+        return head + '<p class="empty">no data</p></figure>'
+    return head + plot(lines, metric) + "</figure>"
+
+
+HEALTH_NAMES = {"rpc_error_ratio": "RPC errors", "invalid_ratio": "invalid", "latency_p95_s": "p95 latency"}
+
+
+def reward_chart(run: Run, label: str) -> str:
+    """One run's rewards of a composite on shared axes (the combined one dashed), with each reward's peak RPC-error
+    and invalid ratios and p95 latency under the caption: a judge reward parting from a structural one shows here."""
+    names = analyze.reward_names(run)
+    colors = {n: "#444" if n in analyze.COMBINED else PALETTE[i % len(PALETTE)] for i, n in enumerate(names)}
+    lines = [
+        Line(pts, colors[n], f'data-reward="{esc(n)}"', n, True, "curve combined" if n in analyze.COMBINED else "curve")
+        for n in names
+        if (pts := finite(run.series(f"rewards/{n}/mean")))
+    ]
+    notes = []
+    for n in names:
+        cells = []
+        for key, peak in analyze.reward_health(run, n).items():
+            if key == "latency_p95_s":
+                cells.append(f"{HEALTH_NAMES[key]} {fmt(peak, 2)} s")
+            elif peak > 0:  # the share health() flags at 10 %
+                cells.append(f'<span class="{"warn" if peak >= 0.1 else ""}">{HEALTH_NAMES[key]} {peak:.0%}</span>')
+        if cells:
+            notes.append(f"{esc(n)}: " + ", ".join(cells))
+    health = f"<br><small>peaks: {' · '.join(notes)}</small>" if notes else ""
+    legend = "".join(
+        f'<li><span class="sw" style="background:{colors[n]}"></span>{esc(n)}'
+        + (" <small>(combined)</small>" if n in analyze.COMBINED else "")
+        + "</li>"
+        for n in names
+    )
+    return (
+        f'<figure class="chart rewards-chart" data-metric="rewards/*/mean" data-run="{esc(run.dir)}">'
+        f"<figcaption>rewards of {esc(label)}{health}</figcaption>"
+        + plot(lines, f"rewards of {label}")
+        + f'<ul class="reward-legend">{legend}</ul></figure>'
+    )
 
 
 def _label(run: Run, keys: list[str]) -> str:
@@ -232,6 +292,14 @@ def render(sweep: Sweep) -> str:
         for r in sweep.runs
     )
     charts = "".join(chart(m, sweep.runs, colors) for m in analyze.CURVES)
+    parts = analyze.reward_chart_runs(sweep, ranked)
+    reward_charts = (
+        '<h2>Rewards of a composite, one chart per run</h2><div class="charts">'
+        + "".join(reward_chart(r, f"{r.name} ({_label(r, label_keys)})") for r in parts)
+        + "</div>"
+        if parts
+        else ""
+    )
     best = analyze.best_row(sweep)
     samples = samples_table(best.runs[0]) if best else '<p class="sub">No winner yet.</p>'
     data = {
@@ -255,6 +323,7 @@ def render(sweep: Sweep) -> str:
         health=health_panel,
         legend=legend,
         charts=charts,
+        reward_charts=reward_charts,
         samples=samples,
         data=payload,
         css=CSS,
@@ -274,6 +343,8 @@ th{background:#fafafa;vertical-align:bottom;white-space:nowrap}td:first-child,th
 figcaption{font-weight:600;font-size:13px;padding:2px 6px}
 .plot .grid{stroke:#eee}.plot .tick,.plot .axis{font-size:10px;fill:#777}
 .plot polyline{fill:none}.plot .curve{stroke-width:2}.plot .raw{stroke-width:1;opacity:.2}
+.plot .combined{stroke-dasharray:5 3}.rewards-chart{max-width:450px}figcaption small{font-weight:400}
+.reward-legend{list-style:none;padding:0 6px;margin:2px 0;display:flex;gap:4px 12px}
 .plot .dim{opacity:.08}.legend{list-style:none;padding:0;display:flex;flex-wrap:wrap;gap:4px 14px}
 .flags li{margin:2px 0}tr.hl td{background:#fff6d6}#samples td{text-align:left;white-space:normal;max-width:420px}
 """
@@ -307,6 +378,7 @@ TEMPLATE = """<!DOCTYPE html>
 <h2>Curves</h2>
 <ul class="legend">{legend}</ul>
 <div class="charts">{charts}</div>
+{reward_charts}
 <h2>Samples from the winner</h2>
 {samples}
 <script type="application/json" id="rlexp-data">{data}</script>

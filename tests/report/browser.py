@@ -16,6 +16,7 @@ class Page:
     title: str
     errors: list[str]  # console messages at SEVERE level
     curves: dict[str, int]  # metric -> polylines.curve in its chart
+    rewards: dict[str, list[str]]  # run dir -> the data-reward of each polyline.curve in its rewards chart
     rows: int  # ranked table rows
     flags: int  # health panel items
 
@@ -51,12 +52,19 @@ def open_report(path: Path) -> Page:
             webdriver.ActionChains(driver).move_to_element(rows[0]).perform()
         curves = {
             fig.get_attribute("data-metric"): len(fig.find_elements(By.CSS_SELECTOR, "polyline.curve"))
-            for fig in driver.find_elements(By.CSS_SELECTOR, "figure.chart")
+            for fig in driver.find_elements(By.CSS_SELECTOR, "figure.chart:not(.rewards-chart)")
+        }
+        rewards = {
+            fig.get_attribute("data-run"): [
+                el.get_attribute("data-reward") for el in fig.find_elements(By.CSS_SELECTOR, "polyline.curve")
+            ]
+            for fig in driver.find_elements(By.CSS_SELECTOR, "figure.rewards-chart")
         }
         page = Page(
             title=driver.title,
             errors=[e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"],
             curves=curves,
+            rewards=rewards,
             rows=len(rows),
             flags=len(driver.find_elements(By.CSS_SELECTOR, "#health li")),
         )

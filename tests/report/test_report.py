@@ -17,6 +17,7 @@ from tests.helpers import REPO
 from tests.report.browser import open_report
 
 FIXTURE = REPO / "tests" / "fixtures" / "runs" / "lr_seed"
+REWARDS = REPO / "tests" / "fixtures" / "runs" / "rewards"  # a composite (arith_judge) run and a one-reward run
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +59,12 @@ def synthetic(rows: list[dict], cap: int | None = None) -> Run:
     return Run(name="s", dir="s", rows=rows, config={"trainer": {"max_completion_tokens": cap}} if cap else {})
 
 
+def test_health_flags_a_judge_rising_while_correctness_sags() -> None:
+    codes = [f.code for f in analyze.health(load([str(REWARDS / "arith_judge")]).runs[0])]
+    assert codes == ["reward_rpc_error_ratio", "judge_vs_correct"]
+    assert analyze.health(load([str(REWARDS / "arith")]).runs[0]) == []
+
+
 def test_health_length_cap_and_clipping_and_train_eval_divergence() -> None:
     rows = [
         {"step": s, "completions/mean_length": 2 + 6 * s / 20, "rewards/correct/clip_ratio": 0.5, "rewards/sum": s / 20}
@@ -73,7 +80,7 @@ def test_html_is_self_contained_with_wellformed_svg(sweep) -> None:
     page = render(sweep)
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", page), "the report must not load anything"
     svgs = re.findall(r"<svg.*?</svg>", page, flags=re.S)
-    assert len(svgs) == 4
+    assert len(svgs) == 4 + 2  # the curves, then the rewards of the winner and of the flagged run
     for svg in svgs:
         ET.fromstring(svg)  # well-formed XML
     assert len(page) < 60_000
@@ -123,6 +130,7 @@ def test_report_opens_in_headless_chromium(tmp_path: Path, sweep) -> None:
     assert page.rows == 3
     # every run has every curve: 5 runs × (reward, pass@1, KL, length)
     assert page.curves == {metric: 5 for metric in analyze.CURVES}
+    assert page.rewards == {sweep.runs[2].dir: ["correct", "format"], sweep.runs[4].dir: ["correct", "format"]}
     assert page.flags == len(analyze.health(sweep.runs[4]))
 
 
@@ -147,3 +155,41 @@ def test_sweep_dir_without_manifest_is_read_job_by_job(tmp_path: Path) -> None:
     assert [r.dir.rsplit("/", 1)[-1] for r in sweep.runs] == ["0", "1", "2", "3", "4"]
     assert sweep.swept_keys == ["trainer.learning_rate", "seed"]
     assert [len(r.runs) for r in analyze.rows(sweep)] == [2, 2, 1]
+
+
+def reward_figures(page: str) -> list[str]:
+    return re.findall(r'<figure class="chart rewards-chart".*?</figure>', page, flags=re.S)
+
+
+def test_composite_rewards_share_one_chart() -> None:
+    sweep = load([str(REWARDS / "arith_judge"), str(REWARDS / "arith")])
+    figures = reward_figures(render(sweep))
+    assert len(figures) == 1 and f'data-run="{REWARDS / "arith_judge"}"' in figures[0]
+    svg = ET.fromstring(re.search(r"<svg.*?</svg>", figures[0], flags=re.S).group(0))
+    curves = [el for el in svg.iter("polyline") if el.get("class", "").startswith("curve")]
+    assert [el.get("data-reward") for el in curves] == ["correct", "judge", "weighted_mean"]
+    assert len({el.get("stroke") for el in curves}) == 3 and "combined" in curves[-1].get("class")
+    legend = re.search(r'<ul class="reward-legend">(.*?)</ul>', figures[0]).group(1)
+    assert re.findall(r"</span>(\w+)", legend) == ["correct", "judge", "weighted_mean"]
+    caption = re.search(r"<figcaption>(.*?)</figcaption>", figures[0]).group(1)
+    # the judge's per-request health, at its peak: the RPC-error ratio health() flags, invalid answers, latency
+    assert '<span class="warn">RPC errors 15%</span>' in caption and "invalid 4%" in caption
+    assert "p95 latency 2 s" in caption
+
+
+def test_one_reward_renders_no_rewards_chart() -> None:
+    assert reward_figures(render(load([str(REWARDS / "arith")]))) == []
+    # one reward under combine=weighted_mean logs the combined mean too: still one reward
+    rows = [{"step": s, "rewards/correct/mean": 0.5, "rewards/weighted_mean/mean": 0.5} for s in (1, 2, 3)]
+    assert analyze.reward_names(synthetic(rows)) == []
+    from rlexp.rewards.compose import WEIGHTED_MEAN
+
+    assert analyze.COMBINED == WEIGHTED_MEAN
+
+
+def test_sweep_charts_rewards_of_the_winner_and_flagged_runs(sweep) -> None:
+    # all 5 runs log correct + format: more than MAX_REWARD_CHARTS, so the top-ranked run and the flagged one
+    assert len(sweep.runs) > analyze.MAX_REWARD_CHARTS
+    assert analyze.reward_chart_runs(sweep, analyze.rows(sweep)) == [sweep.runs[2], sweep.runs[4]]
+    sub = load([str(FIXTURE / "0"), str(FIXTURE / "4")])  # a few runs: each gets its chart
+    assert len(analyze.reward_chart_runs(sub, analyze.rows(sub))) == 2
