@@ -147,6 +147,7 @@ def test_a_multirun_under_q_shows_no_sweep_table_but_its_error(tmp_path: Path) -
     ]
 
 
+@pytest.mark.slow
 def test_validate_under_v_logs_plain_lines_to_the_console_and_its_log(tmp_path: Path) -> None:
     """A Hydra job: conf/config.yaml's job_logging sends rlexp's records to the console as plain lines and to the
     run's validate.log with time and level; the report and its "wrote" line stay on stdout under every flag, and

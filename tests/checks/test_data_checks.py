@@ -27,6 +27,7 @@ def _status(result: dict) -> dict[str, str]:
     return {c["name"]: c["status"] for c in result["checks"]}
 
 
+@pytest.mark.slow
 def test_training_refuses_doubled_markers_before_loading_weights(tmp_path: Path) -> None:
     # A model folder whose safetensors hold no usable weight: loading it fails ("weights do not fit"), so the
     # template error proves the guard ran before any weights were read.
@@ -95,6 +96,7 @@ def test_launch_refuses_doubled_markers_in_local_data_without_the_model(
     assert not (tmp_path / "jobset.yaml").exists()
 
 
+@pytest.mark.slow
 def test_preflight_counts_train_rows_after_the_length_filter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     rows = [{"question": "1+" * 12 + "1=" if i % 2 else f"{i % 9}+1=", "answer": "13" if i % 2 else str(i % 9 + 1)}

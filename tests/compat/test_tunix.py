@@ -1,8 +1,11 @@
+
 """Tunix internals rlexp works around (rlexp.compat.tunix): the package `__init__` runs only when a top-level name
 is asked for."""
 
 import subprocess
 import sys
+
+import pytest
 
 from tests.helpers import REPO
 
@@ -20,6 +23,7 @@ print("missing name:", hasattr(tunix, "NoSuchName"))
 """
 
 
+@pytest.mark.slow
 def test_submodules_import_without_the_package_init_and_top_level_names_still_resolve() -> None:
     out = subprocess.run([sys.executable, "-c", PROBE], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -33,6 +37,7 @@ def test_submodules_import_without_the_package_init_and_top_level_names_still_re
     ]
 
 
+@pytest.mark.slow
 def test_a_process_that_imported_tunix_first_keeps_the_real_package() -> None:
     probe = "import tunix, rlexp; print('GRPOLearner' in vars(tunix), '__getattr__' in vars(tunix))"
     out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=300)

@@ -49,6 +49,7 @@ def test_harmony_has_no_date_so_prompts_are_reproducible() -> None:
     assert "Current date" not in render_prompt(ROW, *_templates("harmony"))
 
 
+@pytest.mark.slow
 def test_tokenizer_machinery_renders_the_same_text() -> None:
     from transformers import AutoTokenizer
 

@@ -33,6 +33,7 @@ print(json.dumps(touched))
 """
 
 
+@pytest.mark.slow
 def test_importing_the_model_families_patches_nothing() -> None:
     out = subprocess.run([sys.executable, "-c", IMPORT_PROBE], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -77,6 +77,7 @@ def test_multirun_3x2_gives_6_distinct_manifests(tmp_path: Path, make_launcher: 
         assert args[:4] == jobs[i]
 
 
+@pytest.mark.slow
 def test_fast_composition_equals_hydras(tmp_path: Path, make_launcher: object) -> None:
     """Jobs sharing a composition get exactly the config Hydra composes for them one by one."""
     from omegaconf import OmegaConf, open_dict
@@ -272,6 +273,7 @@ def test_remote_data_not_cached_here_is_skipped_not_failed(
     assert "dataset: someone/hub-dataset is not cached here" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_output_dirs_must_be_remote_and_distinct(tmp_path: Path, make_launcher: object) -> None:
     from rlexp.errors import ConfigError, RlexpError
 

@@ -163,6 +163,7 @@ class _Submitted:
             self.task(t).paths.result_pickle.write_bytes(pickle.dumps(("success", f"result of task {t}")))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("requeued_after_the_run", [False, True])
 def test_a_result_is_not_judged_by_a_state_squeue_gave_before_it(
     tmp_path, monkeypatch, requeued_after_the_run: bool

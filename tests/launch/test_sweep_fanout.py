@@ -89,6 +89,7 @@ def _files(sweep: Path) -> dict[str, str]:
     }
 
 
+@pytest.mark.slow
 def test_cli_sweep_writes_what_hydras_basic_sweeper_does_and_composes_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:

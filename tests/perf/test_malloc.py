@@ -14,7 +14,10 @@ import pytest
 from rlexp.perf.malloc import _glibc
 from tests.helpers import REPO
 
-pytestmark = pytest.mark.skipif(_glibc() is None, reason="glibc's mallopt only (Linux); elsewhere nothing is set")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(_glibc() is None, reason="glibc's mallopt only (Linux); elsewhere nothing is set"),
+]
 
 # In a fresh interpreter: set up as `setup` says, then in a new thread (as XLA's workers allocate) malloc 256 MB,
 # touch every page, free it, twice; print the minor page faults of the second round.

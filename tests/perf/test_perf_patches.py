@@ -42,6 +42,7 @@ def test_an_unknown_patch_is_refused_in_one_line(tmp_path: Path) -> None:
     assert not list((tmp_path / "run").glob("*"))  # refused before the run took its dir
 
 
+@pytest.mark.slow
 def test_a_changed_library_source_fails_in_one_line_naming_the_patch_and_the_key(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     out = _rlexp(*SHORT, f"hydra.run.dir={run_dir}", changed=tmp_path / "site")

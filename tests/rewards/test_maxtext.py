@@ -116,6 +116,7 @@ def hang_on_seven(predicted: str, gold: str) -> bool:
     return predicted == gold
 
 
+@pytest.mark.slow
 def test_grader_timeout_is_an_errored_invocation() -> None:
     grader = "tests.rewards.test_maxtext:hang_on_seven"
     fn = make_reward_fn("check_numbers", {"processes": 1, "timeout_s": 2.0, "grader": grader})

@@ -53,6 +53,7 @@ HOSTILE = {  # the body of `if response['text'] == 'attack':`
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("attack", sorted(HOSTILE))
 def test_hostile_snippets_are_contained_and_the_caller_goes_on(attack: str, tmp_path, monkeypatch) -> None:  # noqa: ANN001
     run = tmp_path / "run"
@@ -77,6 +78,7 @@ def test_hostile_snippets_are_contained_and_the_caller_goes_on(attack: str, tmp_
     assert rs.fns[0](["p"], ["fine"]) == [0.5]  # and the next call works
 
 
+@pytest.mark.slow
 def test_a_hung_module_level_snippet_hits_the_wall_timeout_and_is_retried_once() -> None:
     fn = _code("while True:\n    pass\ndef evaluate(example, response):\n    return 1.0\n", timeout_s=1.5, cpu_s=60)
     start = time.perf_counter()

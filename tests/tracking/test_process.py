@@ -36,6 +36,7 @@ def test_rows_reach_the_backend_in_a_child_process_in_order_then_the_summary(tmp
     assert tracker._proc.returncode == 0
 
 
+@pytest.mark.slow
 def test_a_backend_that_stops_reading_never_holds_the_training_loop(tmp_path: Path) -> None:
     """A stalled backend lets the pipe fill (64 KiB, ~40 rows here); the rows queue in this process instead."""
     record = tmp_path / "calls.jsonl"

@@ -58,6 +58,7 @@ def test_none_logger_is_a_no_op(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_wandb_offline_run_resumes_same_id(tmp_path: Path, offline: None) -> None:
     conf = compose_conf(["logger=wandb", "logger.tags=[unit]"])
     resolved = {"trainer": {"learning_rate": 0.001, "beta": 0.04}, "seed": 0}

@@ -91,6 +91,7 @@ def test_the_default_wandb_logger_gets_every_row_from_its_own_process(tmp_path: 
     assert complete(data), (data.count(b"perf/step_time_sec"), data.count(b"eval/pass_at_1"))
 
 
+@pytest.mark.slow
 def test_a_config_the_data_refuses_leaves_no_wandb_run_and_no_record(tmp_path: Path) -> None:
     """The data's checks run in the session (a file's row count is known only once read), after the tracker's
     process started importing wandb: the command fails in one line and the run dir holds nothing."""
