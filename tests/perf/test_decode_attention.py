@@ -94,7 +94,7 @@ def test_prefill_and_training_keep_tunix_attention() -> None:
 
 @pytest.mark.slow
 def test_without_a_compiler_tunix_attention_runs_and_says_why_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
@@ -102,15 +102,18 @@ def test_without_a_compiler_tunix_attention_runs_and_says_why_once(
     decode_attention.unavailable.clear()
     try:
         model = load_model(compose_conf([]).model, None)
-        logger = logging.getLogger(decode_attention.__name__)  # rlexp's records stop at the rlexp logger
-        logger.addHandler(caplog.handler)
+        records: list[logging.LogRecord] = []
+        collect = logging.Handler()
+        collect.emit = records.append  # type: ignore[method-assign]
+        logger = logging.getLogger(decode_attention.__name__)
+        logger.addHandler(collect)
         try:
             for _ in range(2):
                 _, _, text = _decode_step(model, jnp.dtype("float32"))
                 assert "rlexp_decode_attention" not in text
         finally:
-            logger.removeHandler(caplog.handler)
-        warned = [r for r in caplog.records if r.name == decode_attention.__name__]
+            logger.removeHandler(collect)
+        warned = [r for r in records if r.name == decode_attention.__name__]
         assert len(warned) == 1 and warned[0].levelno == logging.WARNING
         assert "no-such-compiler" in warned[0].getMessage()  # the reason: the compiler that is missing
         assert perf.kernel_status()["decode_attention"].startswith("unavailable: ")
