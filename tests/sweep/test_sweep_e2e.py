@@ -127,7 +127,7 @@ def test_report_cli_on_the_sweep_dir(sweep: Sweep, tmp_path: Path) -> None:
     out = tmp_path / "again.html"
     done = run_rlexp(str(sweep.dir), "--out", str(out), module="rlexp.report", env=env(), timeout=120)
     assert done.returncode == 0, done.stderr
-    assert "4 runs" in done.stdout and out.read_text().count('class="run-row"') == 4
+    assert "4 runs" in done.stderr and out.read_text().count('class="run-row"') == 4
 
 
 def test_a_used_sweep_dir_needs_resume_and_the_same_arguments(sweep: Sweep) -> None:
