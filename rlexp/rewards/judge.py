@@ -33,7 +33,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from rlexp.config.judge import DEFAULT_TEMPLATE, placeholders
-from rlexp.errors import ConfigError
+from rlexp.errors import ConfigError, RunError
 from rlexp.rewards.registry import RewardFn, register
 
 DEFAULT_REGEX = r"(?i)score\s*[:=]\s*(-?\d+(?:\.\d+)?)"
@@ -170,7 +170,25 @@ def _to_score(text: str, pattern: re.Pattern[str], scorer: str, match: str | Non
     return max(-1.0, min(1.0, x))
 
 
-@register("judge", check=check_kwargs)
+def probe(key: str, kw: dict[str, Any]) -> None:
+    """RunError when nothing answers at the judge's endpoint (any HTTP answer, an error status included, is up)."""
+    import httpx
+
+    base_url = str(kw.get("base_url") or "http://127.0.0.1:8000/v1")
+    env = kw.get("api_key_env")
+    headers = {"Authorization": f"Bearer {os.environ[env]}"} if env and env in os.environ else {}
+    timeout = min(float(kw.get("timeout_s", 60.0)), 10.0)
+    try:
+        trust = urlparse(base_url).hostname not in _LOOPBACK
+        httpx.get(base_url.rstrip("/") + "/models", headers=headers, timeout=timeout, trust_env=trust)
+    except httpx.TransportError as err:
+        raise RunError(
+            f"{key}.base_url={base_url}: the judge does not answer ({type(err).__name__}); start its server "
+            "or fix the URL (rlexp validate dry-runs it)"
+        ) from None
+
+
+@register("judge", check=check_kwargs, probe=probe)
 def judge_reward(
     model: str | None = None,
     base_url: str = "http://127.0.0.1:8000/v1",

@@ -17,6 +17,7 @@ from typing import Any
 RewardFn = Callable[..., list[float]]
 _FACTORIES: dict[str, Callable[..., RewardFn]] = {}
 _CHECKS: dict[str, Callable[[str, dict[str, Any]], None]] = {}  # name -> check(key, kwargs), run before loading
+_PROBES: dict[str, Callable[[str, dict[str, Any]], None]] = {}  # name -> probe(key, kwargs): is its service up
 _BUILTIN_MODULES = (
     "rlexp.rewards.arith",
     "rlexp.rewards.math_rewards",
@@ -30,12 +31,15 @@ _BUILTIN_MODULES = (
 
 
 def register(
-    name: str, check: Callable[[str, dict[str, Any]], None] | None = None
+    name: str,
+    check: Callable[[str, dict[str, Any]], None] | None = None,
+    probe: Callable[[str, dict[str, Any]], None] | None = None,
 ) -> Callable[[Callable[..., RewardFn]], Callable[..., RewardFn]]:
     """Decorator: make a reward factory available as `fn: <name>` in reward configs.
 
     `check(key, kwargs)`, when given, raises a ConfigError for bad kwargs; `check_kwargs` runs it
-    with the rest of the config's rules, before anything heavy loads.
+    with the rest of the config's rules, before anything heavy loads. `probe(key, kwargs)`, when given, raises a
+    RunError when a service the reward needs does not answer; a training run calls it before loading weights.
     """
 
     def deco(factory: Callable[..., RewardFn]) -> Callable[..., RewardFn]:
@@ -44,6 +48,8 @@ def register(
         _FACTORIES[name] = factory
         if check is not None:
             _CHECKS[name] = check
+        if probe is not None:
+            _PROBES[name] = probe
         return factory
 
     return deco
@@ -64,6 +70,14 @@ def check_kwargs(name: str, kwargs: dict[str, Any] | None, key: str) -> None:
     _load_builtins()
     if name in _CHECKS:
         _CHECKS[name](key, dict(kwargs or {}))
+
+
+def probe_services(functions: list[Any]) -> None:
+    """Ask the service of every reward that has one (the judge's endpoint) whether it answers; RunError if not."""
+    _load_builtins()
+    for i, f in enumerate(functions):
+        if f.fn in _PROBES:
+            _PROBES[f.fn](f"reward.functions[{i}].kwargs", dict(f.kwargs or {}))
 
 
 def make_reward_fn(name: str, kwargs: dict[str, Any] | None = None) -> RewardFn:

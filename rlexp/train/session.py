@@ -28,6 +28,7 @@ from rlexp.data.registry import load_splits
 from rlexp.data.templates import check_turn_markers, render_splits
 from rlexp.errors import ConfigError, RlexpError, RunError
 from rlexp.rewards.compose import build_rewards
+from rlexp.rewards.registry import probe_services
 from rlexp.tracking.process import DEFAULT_FACTORY, TrackerProcess
 from rlexp.train import heap, rundir
 from rlexp.train.checkpoints import restorable
@@ -242,6 +243,7 @@ class TrainingSession:
             # data first: a config the data refuses (too few steps, doubled turn markers) fails before any weights
             tokenizer = load_tokenizer(self.conf.model)
             self._load_data(tokenizer)
+            probe_services(self.conf.reward.functions)  # a judge that does not answer fails before any weights
             actor, reference = self._load_models()
             resolved = OmegaConf.to_container(self.cfg, resolve=True)
             if self.primary:  # once data and models passed their checks: a refused run leaves no record

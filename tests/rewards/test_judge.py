@@ -275,3 +275,16 @@ def test_preflight_refuses_an_unreachable_judge(tmp_path: Path) -> None:
                  tmp_path / "down", module="rlexp.validate")  # fmt: skip
     assert bad.returncode == 1
     assert "preflight failed: reward:judge: 6 errors" in bad.stdout and "ConnectError" in bad.stdout
+
+
+def test_training_against_an_unreachable_judge_stops_before_any_weights(tmp_path: Path) -> None:
+    """`rlexp reward=judge` with nothing at base_url: one line, exit 1, before the models load; no checkpoint."""
+    down = f"http://127.0.0.1:{free_port()}/v1"
+    run = tmp_path / "run"
+    out = _rlexp(["reward=judge", f"{J}.base_url={down}", f"{J}.model=m", "trainer.max_steps=1", "logger=none"], run)
+    assert out.returncode == 1, out.stderr[-2000:]
+    assert out.stderr.strip().splitlines() == [
+        f"rlexp: error: reward.functions[0].kwargs.base_url={down}: the judge does not answer (ConnectError); "
+        "start its server or fix the URL (rlexp validate dry-runs it)"
+    ]
+    assert not (run / "checkpoints").exists() and not (run / "summary.json").exists()
