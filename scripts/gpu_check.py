@@ -42,9 +42,10 @@ WORKLOAD = bench.Workload(
     precision="bfloat16", **QWEN3_0_6B,
 )  # fmt: skip
 if DRY:
-    WORKLOAD = replace(WORKLOAD, steps=3, warmup=1, completion_tokens=8, batch_size=4, max_context=32, vocab_size=64)
+    WORKLOAD = replace(WORKLOAD, steps=2, warmup=1, completion_tokens=8, batch_size=4, max_context=32, vocab_size=64)
     WORKLOAD = replace(WORKLOAD, num_layers=2, embed_dim=64, hidden_dim=128, num_heads=4, num_kv_heads=2, head_dim=16)
-DEFAULT_TASK = ["trainer.max_steps=3", "trainer.eval_every=3", "trainer.checkpoint_every=3"] if DRY else []
+DEFAULT_TASK = ["trainer.max_steps=2", "trainer.eval_every=2", "trainer.checkpoint_every=2", "trainer.eval_prompts=8"]
+DEFAULT_TASK = DEFAULT_TASK if DRY else []
 
 
 class Part:
