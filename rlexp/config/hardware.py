@@ -58,9 +58,10 @@ GPU_SLICES: dict[str, tuple[int, int, str, float]] = {
 
 # Dense bf16 FLOP/s per chip, the denominator of `perf/mfu` (rlexp/config/flops.py). TPUs: the Cloud TPU system
 # architecture pages. H200: the 8192^3 bf16 matmul rate measured on one (788 TFLOP/s; the datasheet's 989 is not
-# reached by any kernel). CPU: a nominal AVX2 core (2 FMA units x 8 fp32 lanes x 2 FLOP x 2 GHz) per core.
+# reached by any kernel). CPU, per core: 2 AVX-512 FMA units x 16 fp32 lanes x 2 FLOP x 3 GHz (XLA's f32 dots
+# reach 160-200 GFLOP/s a core on the Zen 5 of benchmarks/README.md).
 PEAK_FLOPS_PER_CHIP: dict[str, float] = {"v5p": 459e12, "v6e": 918e12, "v5litepod": 197e12, "h200": 790e12}
-CPU_PEAK_FLOPS_PER_CORE = 64e9
+CPU_PEAK_FLOPS_PER_CORE = 192e9
 
 # HBM per chip by TPU generation (public TPU specs); the memory estimate falls back to it by name prefix.
 HBM_GIB_PER_CHIP = {"v5p": 95.0, "v6e": 32.0, "v5litepod": 16.0, "v5e": 16.0, "v4": 32.0, "tpu7x": 192.0}
