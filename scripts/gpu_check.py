@@ -35,7 +35,7 @@ import bench_vs_trl as bench  # noqa: E402
 
 DRY = os.environ.get("GPU_CHECK_DRY") == "1"
 # seconds per part: inside ~8 minutes together, the checkpoint's writing included in c
-BUDGET = {"a": 45, "b": 150, "c": 150, "d": 135}
+BUDGET = {"a": 40, "b": 150, "c": 150, "d": 120}
 QWEN3_0_6B = dict(num_layers=28, embed_dim=1024, hidden_dim=3072, num_heads=16, num_kv_heads=8, head_dim=128)
 WORKLOAD = bench.Workload(
     "qwen3_0_6b", steps=5, warmup=2, completion_tokens=128, max_context=256, vocab_size=151936,
@@ -54,6 +54,7 @@ class Part:
     def __init__(self, name: str, log: Path) -> None:
         self.deadline = time.monotonic() + BUDGET[name]
         self.name, self.log = name, log
+        self.partial: dict[str, Any] = {}  # figures measured before a failure, kept with its error
 
     def run(self, cmd: list[str], env: dict[str, str] | None = None) -> float:
         """Run `cmd` (output to the log) within what is left of the part's time; its wall seconds."""
@@ -123,8 +124,9 @@ def part_b(p: Part, work: Path, outdir: Path) -> dict[str, Any]:
     finally:  # a run stopped by its time limit still tells its step time
         if (run_dir / "metrics.jsonl").exists():
             shutil.copy(run_dir / "metrics.jsonl", outdir / "b_metrics.jsonl")
+        times = [r["perf/step_time_sec"] for r in rows(run_dir / "metrics.jsonl") if "perf/step_time_sec" in r]
+        p.partial.update(steps_done=len(times), step_time_s=steady(times, 1))
     summary = json.loads((run_dir / "summary.json").read_text())
-    times = [r["perf/step_time_sec"] for r in rows(run_dir / "metrics.jsonl") if "perf/step_time_sec" in r]
     ev = summary["eval"]
     out = {
         "steps": summary["train"]["steps"],
@@ -190,7 +192,7 @@ def part_c(p: Part, work: Path, outdir: Path) -> dict[str, Any]:
             lambda r: (
                 seqs
                 * (w.max_prompt_tokens + r["completions/mean_length"])
-                / (r["perf/step_time_sec"] - r["perf/rollout_time_sec"])
+                / max(r["perf/step_time_sec"] - r["perf/rollout_time_sec"], 1e-9)
             )
         ),
         "tokens_per_s": med(lambda r: r["perf/tokens_per_sec"]),
@@ -241,16 +243,16 @@ def main(outdir: Path) -> int:
     )
     chosen = os.environ.get("GPU_CHECK_PARTS", "abcd")  # a rerun of some parts: e.g. GPU_CHECK_PARTS=cd
     for name, fn in (x for x in parts if x[0] in chosen):
-        start = time.perf_counter()
+        start, part = time.perf_counter(), Part(name, log)
         try:
-            result["parts"][name] = fn(Part(name, log))
+            result["parts"][name] = fn(part)
             result["parts"][name]["ok"] = True
         except Exception as err:  # noqa: BLE001 - a part's failure is a figure of the check, the rest still run
             msg = f"{type(err).__name__}: {err}"
             print(f"[{name}] FAILED: {msg}")
             with log.open("a") as out:
                 out.write(traceback.format_exc())
-            result["parts"][name] = {"ok": False, "error": msg}
+            result["parts"][name] = {**part.partial, "ok": False, "error": msg}
         result["parts"][name]["part_wall_s"] = time.perf_counter() - start
         result["wall_s"] = time.perf_counter() - t0
         (outdir / "gpu_check.json").write_text(json.dumps(result, indent=2))  # after each part: a kill keeps it
