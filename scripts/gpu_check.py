@@ -16,9 +16,11 @@ parts at tiny sizes on any platform (the test suite's CPU run).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -68,15 +70,24 @@ class Part:
             out.write(f"\n=== part {self.name}: {' '.join(cmd)}\n")
             out.flush()
             t0 = time.perf_counter()
+            # its own process group: a child stopped at the limit takes its children (and their GPU memory) along
+            proc = subprocess.Popen(
+                cmd, cwd=REPO, env=full, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
             try:
-                code = subprocess.run(cmd, cwd=REPO, env=full, stdout=out, stderr=subprocess.STDOUT, timeout=left)
+                code = proc.wait(timeout=left)
             except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
                 raise TimeoutError(
                     f"{what} ran past part {self.name}'s {BUDGET[self.name]} s: {tail(self.log)}"
                 ) from None
+            finally:
+                with contextlib.suppress(ProcessLookupError):  # what the child left running, once it has ended
+                    os.killpg(proc.pid, signal.SIGKILL)
             wall = time.perf_counter() - t0
-        if code.returncode:
-            raise RuntimeError(f"{what} exited {code.returncode}: {tail(self.log)}")
+        if code:
+            raise RuntimeError(f"{what} exited {code}: {tail(self.log)}")
         return wall
 
 
