@@ -277,7 +277,7 @@ def trl_worker(spec: dict) -> None:
         # TRL's default on CPU is bf16=True: torch autocast (bf16 matmuls), float32 weights and optimizer state
         bf16=w.precision == "bfloat16",
         gradient_checkpointing=False,
-        use_cpu=True,
+        use_cpu=spec.get("use_cpu", True),  # scripts/gpu_check.py runs this worker on a GPU
         seed=w.seed,
         logging_steps=1,
         save_strategy="no",

@@ -8,9 +8,14 @@ reaches the config through the `rlexp.tpu` resolver, so nothing is typed twice. 
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rlexp.errors import ConfigError
+
+if TYPE_CHECKING:
+    from rlexp.config.schema import SliceConfig
 
 # generation -> (GKE accelerator label, machine type for 4-chip VMs, 1-chip VMs, Pathways instance prefix,
 #                TPU name counts TensorCores (2 per chip) rather than chips)
@@ -50,6 +55,13 @@ GPU_SLICES: dict[str, tuple[int, int, str, float]] = {
     "gpu-8xh200": (1, 8, "h200", 141.0),
     "gpu-2x8xh200": (2, 8, "h200", 141.0),
 }
+
+# Dense bf16 FLOP/s per chip, the denominator of `perf/mfu` (rlexp/config/flops.py). TPUs: the Cloud TPU system
+# architecture pages. H200: the 8192^3 bf16 matmul rate measured on one (788 TFLOP/s; the datasheet's 989 is not
+# reached by any kernel). CPU, per core: 2 AVX-512 FMA units x 16 fp32 lanes x 2 FLOP x 3 GHz (XLA's f32 dots
+# reach 160-200 GFLOP/s a core on the Zen 5 of benchmarks/README.md).
+PEAK_FLOPS_PER_CHIP: dict[str, float] = {"v5p": 459e12, "v6e": 918e12, "v5litepod": 197e12, "h200": 790e12}
+CPU_PEAK_FLOPS_PER_CORE = 192e9
 
 # HBM per chip by TPU generation (public TPU specs); the memory estimate falls back to it by name prefix.
 HBM_GIB_PER_CHIP = {"v5p": 95.0, "v6e": 32.0, "v5litepod": 16.0, "v5e": 16.0, "v4": 32.0, "tpu7x": 192.0}
@@ -205,3 +217,15 @@ def gpu_slice_yaml(name: str) -> str:
         "  fsdp: -1\n"
         "  tp: 1\n"
     )
+
+
+def peak_flops(s: SliceConfig) -> float:
+    """The slice's dense bf16 peak FLOP/s over all its chips (TPU generation, GPU type; CPU: nominal per core).
+    An accelerator missing from PEAK_FLOPS_PER_CHIP counts as an H200, the largest peak in the table."""
+    if s.kind == "tpu":
+        chips = max(int(s.chips), 1) * max(int(s.num_slices), 1)
+        return PEAK_FLOPS_PER_CHIP.get(s.name.rpartition("-")[0], PEAK_FLOPS_PER_CHIP["h200"]) * chips
+    if s.kind == "gpu":
+        gpus = max(int(s.nodes), 1) * max(int(s.gpus_per_node), 1)
+        return PEAK_FLOPS_PER_CHIP.get(str(s.gpu_type), PEAK_FLOPS_PER_CHIP["h200"]) * gpus
+    return CPU_PEAK_FLOPS_PER_CORE * (os.cpu_count() or 1)

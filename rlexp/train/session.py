@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlexp import log_setup, perf, storage
 from rlexp.config.derived import loads_reference_copy
+from rlexp.config.flops import step_rates
 from rlexp.config.schema import RlexpConfig
 from rlexp.config.validate import check_steps
 from rlexp.data.registry import load_splits
@@ -34,7 +35,7 @@ from rlexp.train import heap, rundir
 from rlexp.train.checkpoints import restorable
 from rlexp.train.collectives import settle
 from rlexp.train.metrics import MetricsCollector, group_stats, rlexp_metric_key, to_json_line
-from rlexp.train.stepclock import EVAL, StepClock
+from rlexp.train.stepclock import EVAL, STEP, StepClock
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +148,9 @@ class TrainingSession:
 
     def flush_metrics(self, last_step: int) -> None:
         records = self.collector.pop_until(last_step)
+        for r in records:  # whole by now: the step's time and its rollout's completion length (rlexp.config.flops)
+            if STEP in r:
+                r.update(step_rates(self.conf, r[STEP], r.get("completions/mean_length")))
         if records:
             self.metrics.write([to_json_line(r) for r in records])
             for r in records:

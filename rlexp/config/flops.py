@@ -1,0 +1,52 @@
+"""Model FLOPs of a GRPO step and the slice's peak: `perf/tokens_per_sec` and `perf/mfu` of every run.
+
+A token's forward pass costs 2 x the weights it passes through (`cost.active_params`: the LM head counted, the
+input lookups and unrouted experts not) plus attention's QK^T and AV products, 4 x layers x query heads x head_dim
+x the positions it attends to (half the sequence on average: causal). A step processes batch_size x
+num_generations sequences of max_prompt_tokens + the step's mean completion length: the rollout runs one forward
+pass over them, the reference one more when the loss needs it, the policy update fwd + bwd (3 x forward) per
+`num_iterations`. MFU = those FLOPs / step time / the slice's peak (`hardware.peak_flops`). Pure Python.
+"""
+
+from __future__ import annotations
+
+from rlexp.config.cost import active_params
+from rlexp.config.derived import needs_reference
+from rlexp.config.hardware import peak_flops
+from rlexp.config.schema import ModelConfig, RlexpConfig
+
+TOKENS_PER_SEC = "perf/tokens_per_sec"
+MFU = "perf/mfu"
+STEP_TFLOPS = "perf/model_tflops_per_step"
+
+
+def forward_flops_per_token(m: ModelConfig, seq_len: float) -> float:
+    """FLOPs of one token's forward pass in a sequence of `seq_len` tokens (causal: it attends to seq_len / 2)."""
+    return 2.0 * active_params(m) + 4.0 * m.num_layers * m.num_heads * m.head_dim * seq_len / 2
+
+
+def passes_per_token(cfg: RlexpConfig) -> float:
+    """Forward-pass equivalents a step spends on each token: rollout 1, reference 1 (if used), update 3 each."""
+    t = cfg.trainer
+    return 1.0 + (1.0 if needs_reference(t) else 0.0) + 3.0 * t.num_iterations
+
+
+def step_flops(cfg: RlexpConfig, completion_tokens: float) -> tuple[float, float]:
+    """(tokens, model FLOPs) of one step whose completions average `completion_tokens` tokens."""
+    t = cfg.trainer
+    seq_len = t.max_prompt_tokens + completion_tokens
+    tokens = t.batch_size * t.num_generations * seq_len
+    return tokens, tokens * passes_per_token(cfg) * forward_flops_per_token(cfg.model, seq_len)
+
+
+def step_rates(cfg: RlexpConfig, step_seconds: float, completion_tokens: float | None) -> dict[str, float]:
+    """`perf/tokens_per_sec`, `perf/mfu` and the step's model TFLOPs; completions at their cap when unknown."""
+    if step_seconds <= 0:
+        return {}
+    mean = cfg.trainer.max_completion_tokens if completion_tokens is None else completion_tokens
+    tokens, flops = step_flops(cfg, mean)
+    return {
+        TOKENS_PER_SEC: tokens / step_seconds,
+        MFU: flops / step_seconds / peak_flops(cfg.slice),
+        STEP_TFLOPS: flops / 1e12,
+    }
