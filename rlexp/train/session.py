@@ -25,6 +25,7 @@ from rlexp.config.derived import loads_reference_copy
 from rlexp.config.flops import step_rates
 from rlexp.config.schema import RlexpConfig
 from rlexp.config.validate import check_steps
+from rlexp.config.values import EVAL_METRICS
 from rlexp.data.registry import load_splits
 from rlexp.data.templates import check_turn_markers, render_splits
 from rlexp.errors import ConfigError, RlexpError, RunError
@@ -170,13 +171,16 @@ class TrainingSession:
         """
         from tunix.rl.rl_cluster import Role
 
-        from rlexp.train.evaluate import evaluate
+        from rlexp.train.evaluate import Scorer, evaluate
 
+        if getattr(self, "scorer", None) is None:
+            self.scorer = Scorer(self.conf, self.rewards)  # the run's reward functions, their raw form
         mesh = self.cluster.cluster_config.role_to_mesh[Role.ACTOR]
         start = time.perf_counter()
         settle()  # multi-process CPU: nothing dispatched before may still run collectives (rlexp.train.collectives)
         with contextlib.nullcontext() if in_actor_update else mesh:
-            result = evaluate(self.cluster, self.eval_rows, self.conf, self.cluster.cluster_config.rollout_config)
+            rollout_config = self.cluster.cluster_config.rollout_config
+            result = evaluate(self.cluster, self.eval_rows, self.conf, rollout_config, self.scorer)
         took = time.perf_counter() - start
         if in_actor_update:  # between two steps: not the next step's time (rlexp.train.stepclock)
             self.clock.set_aside(took)
@@ -362,7 +366,9 @@ class TrainingSession:
         }
         if "before" in self.evals and "after" in self.evals:
             summary["eval"]["gain"] = {
-                k: self.evals["after"][k] - self.evals["before"][k] for k in ("pass_at_1", "greedy_accuracy")
+                k: self.evals["after"][k] - self.evals["before"][k]
+                for k in EVAL_METRICS
+                if k in self.evals["after"] and k in self.evals["before"]
             }
         summary["objective"]["value"] = rundir.dotted_get(summary, self.conf.objective)
         return summary
@@ -373,7 +379,7 @@ class TrainingSession:
             f"\nrlexp run {s['run_name']}: {s['status']} after {s['train']['steps']} steps "
             f"in {s['train']['wall_seconds']:.1f} s  ({self.run_dir})"
         ]
-        for k in ("pass_at_1", "greedy_accuracy"):
+        for k in EVAL_METRICS:
             before, after = ev.get("before", {}).get(k), ev.get("after", {}).get(k)
             if before is not None and after is not None:
                 lines.append(f"  {k:<16} {before:.3f} -> {after:.3f}  ({after - before:+.3f})")
