@@ -49,6 +49,9 @@ class DatasetConfig:
     train_size: int = 4096  # rows of the train split (synthetic sets: generated; others: cap, -1 = all)
     eval_size: int = 256
     seed: int = 1234  # split / generation seed, independent of the training seed
+    # rlexp: random.Random(seed) split and order; maxtext: MaxText's (datasets' train_test_split, grain's
+    # shuffle, caps before the length filter), file and hub datasets only (docs/eval.md)
+    shuffle: str = "rlexp"
     params: dict[str, Any] = field(default_factory=dict)  # dataset-specific knobs
     # file and hub datasets (rlexp/data/files.py)
     subset: str | None = None  # hub config name (GSM8K: main)

@@ -154,6 +154,8 @@ def validate(cfg: RlexpConfig) -> None:
         raise ConfigError(
             "dataset.source", None, f"set the {cfg.dataset.loader} file or folder to read (a path or gs://)"
         )
+    if cfg.dataset.shuffle == "maxtext" and cfg.dataset.loader == "arith":
+        raise ConfigError("dataset.shuffle", "maxtext", "MaxText's selection is for file and hub datasets; use rlexp")
     if cfg.dataset.train_size > 0:  # datasets of unknown size are checked after loading
         check_steps(cfg, cfg.dataset.train_size)
     if t.eval_prompts > cfg.dataset.eval_size > 0:

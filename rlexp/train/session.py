@@ -41,11 +41,12 @@ from rlexp.train.stepclock import EVAL, STEP, StepClock
 log = logging.getLogger(__name__)
 
 
-def batches(rows: list[dict[str, Any]], batch_size: int, epochs: int, seed: int):
-    """Deterministic shuffled batches of numpy arrays (Tunix repeats every leaf per generation)."""
+def batches(rows: list[dict[str, Any]], batch_size: int, epochs: int, seed: int, shuffle: bool = True):
+    """Deterministic shuffled batches of numpy arrays (Tunix repeats every leaf per generation). `shuffle=False`:
+    the rows' own order every epoch (dataset.shuffle=maxtext: grain's order, repeated as MaxText repeats it)."""
     rng = np.random.default_rng(seed)
     for _ in range(epochs):
-        order = rng.permutation(len(rows))
+        order = rng.permutation(len(rows)) if shuffle else np.arange(len(rows))
         for i in range(0, len(order) - batch_size + 1, batch_size):
             chunk = [rows[j] for j in order[i : i + batch_size]]
             fields = [k for k in chunk[0] if k not in ("prompt", "question")]
@@ -304,7 +305,8 @@ class TrainingSession:
         with GracefulStop() as self.stop:
             try:
                 if start_step < t.max_steps:
-                    learner.train(batches(self.train_rows, t.batch_size, t.epochs, self.conf.seed))
+                    shuffle = self.conf.dataset.shuffle != "maxtext"
+                    learner.train(batches(self.train_rows, t.batch_size, t.epochs, self.conf.seed, shuffle))
             except StopTraining as stop:
                 status, stop_cause = ("failed" if stop.cause else "interrupted"), stop.cause
             finally:
