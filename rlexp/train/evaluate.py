@@ -97,10 +97,16 @@ class Scorer:
 
 
 def evaluate(
-    cluster: Any, rows: list[dict[str, Any]], cfg: RlexpConfig, base_rollout_config: Any, scorer: Scorer | None = None
+    cluster: Any,
+    rows: list[dict[str, Any]],
+    cfg: RlexpConfig,
+    base_rollout_config: Any,
+    scorer: Scorer | None = None,
+    kept: dict[str, Any] | None = None,
 ) -> dict[str, float]:
     """The eval's metrics on `rows` (module docstring), the mean completion length (characters) and the share of
-    first-pass completions cut by `trainer.max_completion_tokens`. `scorer`: the run's (built here when None)."""
+    first-pass completions cut by `trainer.max_completion_tokens`. `scorer`: the run's (built here when None);
+    `kept` receives the first pass's completions under "completions"."""
     t = cfg.trainer
     own = scorer is None
     if scorer is None:
@@ -110,7 +116,10 @@ def evaluate(
         passes, first_tokens = [], None
         for p in range(t.eval_passes):
             out = cluster.rollout.generate(prompts, strategy_rollout_config(cfg, base_rollout_config, p))
-            first_tokens = out.tokens if first_tokens is None else first_tokens
+            if first_tokens is None:
+                first_tokens = out.tokens
+                if kept is not None:
+                    kept["completions"] = list(out.text)
             passes.append(scorer.score(rows, list(out.text)))
         per_prompt = [[passes[p][0][i] for p in range(t.eval_passes)] for i in range(len(rows))]
         rewards = [v for _, totals in passes for v in totals if np.isfinite(v)]
