@@ -111,8 +111,6 @@ def sampled_metrics(per_prompt: Sequence[Sequence[Scored]], ks: Sequence[int]) -
     """pass@k (unbiased) and maj@k for each k, averaged over prompts."""
     out: dict[str, float] = {}
     for k in ks:
-        out[f"pass_at_{k}"] = sum(pass_at_k(len(p), sum(s.correct for s in p), k) for p in per_prompt) / len(
-            per_prompt
-        )
+        out[f"pass_at_{k}"] = sum(pass_at_k(len(p), sum(s.correct for s in p), k) for p in per_prompt) / len(per_prompt)
         out[f"maj_at_{k}"] = sum(maj_at_k(p, k) for p in per_prompt) / len(per_prompt)
     return out

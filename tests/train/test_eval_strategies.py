@@ -78,7 +78,9 @@ class FakeRollout:
 def test_evaluate_samples_each_pass_with_the_strategy_and_counts() -> None:
     from rlexp.train.cluster import rollout_config
 
-    cfg = compose_conf(["trainer.eval_passes=3", "trainer.eval_mode=maj", "trainer.eval_samples=2", "trainer.eval_k=[2]"])
+    cfg = compose_conf(
+        ["trainer.eval_passes=3", "trainer.eval_mode=maj", "trainer.eval_samples=2", "trainer.eval_k=[2]"]
+    )
     rows = [{"id": "a", "prompt": "1+1=", "question": "1+1=", "answer": "2", "data_source": "arith"},
             {"id": "b", "prompt": "1+2=", "question": "1+2=", "answer": "3", "data_source": "arith"}]  # fmt: skip
     rollout = FakeRollout()

@@ -61,7 +61,11 @@ def test_bad_targets_end_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixtu
     (tmp_path / "one.jsonl").write_text('{"question": "1+1=", "answer": "2"}\n{"question": "2+1=", "answer": "3"}\n')
     cases = [
         ([str(run_dir), "3"], 2, "no such step; saved steps: 2"),
-        ([str(tmp_path / "run" / "checkpoints")], 2, "neither a run dir (.hydra/config.yaml) nor a Hugging Face folder"),
+        (
+            [str(tmp_path / "run" / "checkpoints")],
+            2,
+            "neither a run dir (.hydra/config.yaml) nor a Hugging Face folder",
+        ),
         ([str(run_dir), "dataset=jsonl", f"dataset.source={tmp_path / 'one.jsonl'}"], 2, "has no eval rows"),
         ([str(run_dir), "experiment=quick"], 2, "choose a group of"),
     ]
