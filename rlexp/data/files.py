@@ -148,8 +148,9 @@ def hf_holdout(n: int, fraction: float, seed: int) -> tuple[list[int], list[int]
 
 def _maxtext_splits(cfg: DatasetConfig, parse_answer: AnswerParser, opts: dict[str, Any], skipped: Counter) -> Splits:
     """dataset.shuffle=maxtext: MaxText 0.2.5's selection, with its own libraries. Without an eval split,
-    `eval_fraction` is held out by `datasets`' train_test_split; each split is then shuffled by grain, and the
-    caps are taken before the prompt-length filter (MaxText slices its filtered dataset: no spares)."""
+    `eval_fraction` is held out by `datasets`' train_test_split; each split is then shuffled by grain. The eval
+    cap is taken before the prompt-length filter (MaxText slices its filtered dataset: no spare rows); the train
+    cap after it, so the rows MaxText trains on come first, in its order, and a run still gets its steps."""
     records = list(read_records(cfg.source, cfg.split, **opts))
     if cfg.eval_split or cfg.eval_source:
         eval_split = cfg.eval_split or "test"
@@ -162,12 +163,12 @@ def _maxtext_splits(cfg: DatasetConfig, parse_answer: AnswerParser, opts: dict[s
         train_idx, eval_idx = hf_holdout(len(records), cfg.eval_fraction, cfg.seed)
     train_order = [train_idx[j] for j in grain_order(len(train_idx), cfg.seed)]
     eval_order = [eval_idx[j] for j in grain_order(len(eval_idx), cfg.seed)]
-    train_order, eval_order = _cap(train_order, cfg.train_size)[0], _cap(eval_order, cfg.eval_size)[0]
     train = build_rows(records, cfg, cfg.split, parse_answer, skipped, order=train_order)
-    evals = build_rows(eval_records, cfg, eval_split, parse_answer, skipped, order=eval_order)
+    evals = build_rows(eval_records, cfg, eval_split, parse_answer, skipped, order=_cap(eval_order, cfg.eval_size)[0])
     if not train:
         raise ConfigError("dataset.source", cfg.source, f"no usable train rows (skipped: {dict(skipped) or 'none'})")
-    return Splits(train, evals, dict(skipped))
+    train, spare_train = _cap(train, cfg.train_size)  # train: filter first, then cap (the step check counts it)
+    return Splits(train, evals, dict(skipped), spare_train=spare_train)
 
 
 @register("jsonl")

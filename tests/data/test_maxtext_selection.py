@@ -55,11 +55,11 @@ def test_holdout_and_order_are_maxtexts(table) -> None:  # noqa: ANN001
 
 
 def test_eval_split_is_shuffled_and_capped_before_filtering(table) -> None:  # noqa: ANN001
-    s = load_splits(_dataset(table, eval_split="test", eval_size=4))
+    s = load_splits(_dataset(table, eval_split="test", eval_size=4, train_size=10))
     train, test = _maxtext_ids(str(table / "train.jsonl"), holdout=False, cache=str(table.parent / "hf"))
-    assert [r["id"] for r in s.train] == train
+    assert [r["id"] for r in s.train + s.spare_train] == train and len(s.train) == 10
     assert [r["id"] for r in s.eval] == test[:4]
-    assert s.spare_eval == [] and s.spare_train == []  # MaxText slices its filtered dataset: no top-up
+    assert s.spare_eval == []  # MaxText slices its filtered eval set: no row tops it up
 
 
 def test_rlexp_order_differs_and_maxtext_needs_a_holdout(table) -> None:  # noqa: ANN001
