@@ -91,3 +91,28 @@ def test_evaluate_samples_each_pass_with_the_strategy_and_counts() -> None:
     assert all((c.temperature, c.top_k, c.top_p) == (1.0, None, 1.0) for c in sampled)
     assert (out["correct"], out["total"], out["accuracy"], out["pass_at_2"], out["maj_at_2"]) == (1, 2, 0.5, 0.5, 0.5)
     assert out["partial_accuracy"] == 0.5 and out["format_accuracy"] == 1.0  # "2" is a bare number
+
+
+@pytest.mark.slow
+def test_greedy_strategy_answers_alike_across_engines_and_seeds() -> None:
+    """MaxText's greedy (0.01 / top-k 1 / top-p 1) on the default task: rlexp's lean sampler (the one every rlexp eval
+    samples with on the vanilla engine), at two seeds, gives the answers of Tunix's own sampler decoding greedily."""
+    import jax
+    import numpy as np
+    from jax.sharding import AxisType, Mesh
+    from tunix.generate import sampler as sampler_lib
+
+    from rlexp.models.loader import load_model, load_tokenizer
+    from rlexp.train.cluster import lean_rollout_engine, rollout_config
+
+    conf = compose_conf()
+    mesh = Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("fsdp", "tp"), axis_types=(AxisType.Auto,) * 2)
+    model, tokenizer = load_model(conf.model, mesh), load_tokenizer(conf.model)
+    lean = lean_rollout_engine()(model, tokenizer, mesh, rollout_config(conf, tokenizer, 8))._sampler
+    tunix = sampler_lib.Sampler(model, tokenizer, lean.cache_config)
+    prompts = ["1+2=", "13+4=", "29+29=", "7+8=", "20+5=", "3+9="]
+    call = {"max_generation_steps": 4, "max_prompt_length": 8}
+    reference = tunix(input_strings=prompts, temperature=0.0, **call).text  # Tunix's greedy mode
+    assert len(set(reference)) > 1
+    for seed in (3, 11):
+        assert lean(input_strings=prompts, seed=seed, **eval_sampling(conf), **call).text == reference, seed
