@@ -63,6 +63,7 @@ class TrainingSession:
         self.collector = MetricsCollector()
         self.reward_error: RlexpError | None = None
         self.evals: dict[str, dict[str, float]] = {}
+        self.scorer: Any = None  # the eval's scorer over the run's reward functions, built at the first eval
         self.clock = StepClock()  # perf/step_time_sec, less checkpoint saves and mid-run evals
         self._bar: Any = None
         self.profile: str | None = None  # the trace's folder (profile.steps), once the trainer has its profiler
@@ -174,8 +175,8 @@ class TrainingSession:
 
         from rlexp.train.evaluate import Scorer, evaluate
 
-        if getattr(self, "scorer", None) is None:
-            self.scorer = Scorer(self.conf, self.rewards)  # the run's reward functions, their raw form
+        if self.scorer is None:
+            self.scorer = Scorer(self.conf, self.rewards)
         mesh = self.cluster.cluster_config.role_to_mesh[Role.ACTOR]
         start = time.perf_counter()
         settle()  # multi-process CPU: nothing dispatched before may still run collectives (rlexp.train.collectives)

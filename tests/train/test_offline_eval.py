@@ -36,7 +36,9 @@ def test_eval_of_the_run_and_its_export_reproduce_the_runs_eval(run_dir: Path, t
     seeded = json.loads((run_dir / "eval" / "arith-step2.json").read_text())
     assert seeded["step"] == 2 and seeded["sampling"] == {"temperature": 0.01, "top_p": 1.0, "top_k": 1}
     hf = tmp_path / "hf"
-    run_rlexp(str(run_dir), "--out", str(hf), module="rlexp.export", check=True)
+    from rlexp.export import main as export  # the export command is tested as typed in tests/test_export.py
+
+    assert export([str(run_dir), "--out", str(hf)]) == 0
     proc = run_rlexp(str(hf), *RUN[3:6], "--out", str(tmp_path / "e.json"), module="rlexp.eval", check=True)
     exported = json.loads((tmp_path / "e.json").read_text())
     # seed 0 and the run's eval settings: the run's own eval after training, to the number
