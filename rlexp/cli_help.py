@@ -31,6 +31,7 @@ commands (rlexp <command> --help for each):
   validate <overrides>           the preflight: check the config, render prompts, score completions (rlexp.validate)
   report <sweep dir | run dirs>  an HTML report of a sweep or of runs (rlexp.report)
   export <run dir> --out <dir>   a Hugging Face model folder from a run's checkpoint (rlexp.export)
+  eval <run dir | folder> [step] evaluate a checkpoint or exported folder, eval/<name>.json (rlexp.eval)
   jobs status|logs|cancel <dir>  follow the GKE JobSets and Slurm jobs a launch submitted (rlexp.jobs)
   serve-reward --reward <name>   the reference reward service for reward=http (rlexp.serve_reward)
 

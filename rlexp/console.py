@@ -15,6 +15,7 @@ COMMANDS = {
     "validate": "rlexp.validate",
     "report": "rlexp.report",
     "export": "rlexp.export",
+    "eval": "rlexp.eval",
     "jobs": "rlexp.jobs",
     "serve-reward": "rlexp.serve_reward",
 }

@@ -42,6 +42,7 @@ ENTRY_MODULES = {
     "rlexp.cli_help",
     "rlexp.validate",
     "rlexp.export",
+    "rlexp.eval",
     "rlexp.jobs",
     "rlexp.serve_reward",
     "rlexp.report.__main__",

@@ -224,7 +224,8 @@ def estimate_cost(cfg: RlexpConfig) -> dict[str, Any]:
     eval_s = None
     if seconds is not None and source.startswith("roofline"):
         chips_rollout = (cfg.slice.rollout_devices or trainer_devices(cfg.slice)) * max(int(cfg.slice.num_slices), 1)
-        eval_s = evals * _rollout_seconds(cfg, t.eval_prompts, t.eval_samples + 1, chips_rollout)
+        # completions per prompt: the strategy passes and the temperature-1 samples
+        eval_s = evals * _rollout_seconds(cfg, t.eval_prompts, t.eval_samples + t.eval_passes, chips_rollout)
     # measured step times are steady-state training steps; evals are then left out (they are said to be)
     hours = None if seconds is None else (t.max_steps * seconds + (eval_s or 0.0)) / 3600
     chip_hours = None if hours is None else hours * chips

@@ -49,6 +49,9 @@ class DatasetConfig:
     train_size: int = 4096  # rows of the train split (synthetic sets: generated; others: cap, -1 = all)
     eval_size: int = 256
     seed: int = 1234  # split / generation seed, independent of the training seed
+    # rlexp: random.Random(seed) split and order; maxtext: MaxText's (datasets' train_test_split, grain's
+    # shuffle, caps before the length filter), file and hub datasets only (docs/eval.md)
+    shuffle: str = "rlexp"
     params: dict[str, Any] = field(default_factory=dict)  # dataset-specific knobs
     # file and hub datasets (rlexp/data/files.py)
     subset: str | None = None  # hub config name (GSM8K: main)
@@ -160,6 +163,24 @@ class RolloutConfig:
 
 
 @dataclass
+class EvalSampling:
+    """One eval sampling strategy (MaxText's `generation_configs` entry)."""
+
+    temperature: float = 0.01
+    top_k: int | None = 1
+    top_p: float = 1.0
+
+
+@dataclass
+class EvalStrategies:
+    """MaxText 0.2.5 rl.yml's eval strategies, by name (trainer.eval_strategy picks one)."""
+
+    greedy: EvalSampling = field(default_factory=EvalSampling)
+    standard: EvalSampling = field(default_factory=lambda: EvalSampling(0.7, 50, 0.95))
+    liberal: EvalSampling = field(default_factory=lambda: EvalSampling(0.85, 2000, 1.0))
+
+
+@dataclass
 class TrainerConfig:
     """The RL algorithm, optimizer, rollout sampling, evaluation and checkpoint cadence."""
 
@@ -192,10 +213,19 @@ class TrainerConfig:
     max_prompt_tokens: int = 16
     # fits the embedded default's answers (a sum up to 58: two digits and EOS); real tasks set their own (experiment/)
     max_completion_tokens: int = 4
-    # evaluation: greedy accuracy and sampled pass@1 on the eval split
+    # evaluation (docs/eval.md): eval_passes completions per prompt with eval_strategy's sampling (MaxText's
+    # accuracy, partial and format accuracy, mean reward), and eval_samples at temperature 1 (pass@k, maj@k)
     eval_every: int = 100
     eval_prompts: int = 128
-    eval_samples: int = 4  # samples per prompt for pass@1 at temperature 1
+    eval_samples: int = 4  # samples per prompt for pass@1 / pass@k / maj@k at temperature 1
+    eval_strategy: str = "greedy"  # greedy | standard | liberal (trainer.eval_strategies)
+    eval_strategies: EvalStrategies = field(default_factory=EvalStrategies)
+    eval_temperature: float | None = None  # null: the strategy's; set: overrides it
+    eval_top_p: float | None = None
+    eval_top_k: int | None = None
+    eval_passes: int = 1  # MaxText's num_eval_passes
+    eval_mode: str = "pass"  # pass (any of the passes) | maj (majority answer) | pass_at_1 (fraction)
+    eval_k: list[int] = field(default_factory=lambda: [1])  # pass@k and maj@k for each k <= eval_samples
     samples_every: int = 50  # write prompt/completion rows to samples.jsonl
     # checkpoints
     checkpoint_every: int = 100

@@ -25,6 +25,7 @@ LOSS_AGG_MODES = (
     "sequence-mean-token-sum-norm",
 )
 DTYPES = ("float32", "bfloat16", "float16")
+EVAL_STRATEGIES = ("greedy", "standard", "liberal")
 COMBINES = ("sum", "weighted_mean", "weighted_mean_clipped")  # the last: weighted_mean's older name
 
 
@@ -72,6 +73,7 @@ def _check_trainer(t: TrainerConfig) -> None:
         raise ConfigError("trainer.top_p", t.top_p, "use a probability in (0, 1]")
     if t.top_k is not None and t.top_k < 1:
         raise ConfigError("trainer.top_k", t.top_k, "use null (no top-k) or an integer >= 1")
+    _check_eval(t)
     if t.checkpoint_every % t.eval_every:
         raise ConfigError(
             "trainer.checkpoint_every",
@@ -80,6 +82,30 @@ def _check_trainer(t: TrainerConfig) -> None:
         )
     if t.lora.rank < 0:
         raise ConfigError("trainer.lora.rank", t.lora.rank, "use 0 (full fine-tuning) or a positive rank")
+
+
+def _check_sampling(key: str, temperature: float | None, top_p: float | None, top_k: int | None) -> None:
+    if temperature is not None:
+        _positive(f"{key}temperature", temperature)
+    if top_p is not None and not 0 < top_p <= 1:
+        raise ConfigError(f"{key}top_p", top_p, "use a probability in (0, 1]")
+    if top_k is not None and top_k < 1:
+        raise ConfigError(f"{key}top_k", top_k, "use null (no top-k) or an integer >= 1")
+
+
+def _check_eval(t: TrainerConfig) -> None:
+    _choice("trainer.eval_strategy", t.eval_strategy, EVAL_STRATEGIES)
+    _choice("trainer.eval_mode", t.eval_mode, ("pass", "maj", "pass_at_1"))
+    _positive("trainer.eval_passes", t.eval_passes)
+    for name in EVAL_STRATEGIES:
+        s = getattr(t.eval_strategies, name)
+        _check_sampling(f"trainer.eval_strategies.{name}.", s.temperature, s.top_p, s.top_k)
+    _check_sampling("trainer.eval_", t.eval_temperature, t.eval_top_p, t.eval_top_k)
+    bad = [k for k in t.eval_k if not isinstance(k, int) or not 1 <= k <= t.eval_samples]
+    if bad or not t.eval_k:
+        raise ConfigError(
+            "trainer.eval_k", list(t.eval_k), f"use k values in [1, trainer.eval_samples={t.eval_samples}]"
+        )
 
 
 def validate(cfg: RlexpConfig) -> None:
@@ -128,6 +154,8 @@ def validate(cfg: RlexpConfig) -> None:
         raise ConfigError(
             "dataset.source", None, f"set the {cfg.dataset.loader} file or folder to read (a path or gs://)"
         )
+    if cfg.dataset.shuffle == "maxtext" and cfg.dataset.loader == "arith":
+        raise ConfigError("dataset.shuffle", "maxtext", "MaxText's selection is for file and hub datasets; use rlexp")
     if cfg.dataset.train_size > 0:  # datasets of unknown size are checked after loading
         check_steps(cfg, cfg.dataset.train_size)
     if t.eval_prompts > cfg.dataset.eval_size > 0:

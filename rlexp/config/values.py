@@ -22,9 +22,10 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "sweep.direction": ("maximize", "minimize"),
     "dataset.format": ("auto", "jsonl", "json", "parquet"),
     "slice.kind": ("cpu", "gpu", "tpu"),
+    "dataset.shuffle": ("rlexp", "maxtext"),
 }
 # summary.json keys with a number (rlexp.train.session writes them); `objective=` must name one.
-EVAL_METRICS = ("pass_at_1", "greedy_accuracy")
+EVAL_METRICS = ("pass_at_1", "greedy_accuracy", "accuracy", "partial_accuracy", "format_accuracy", "mean_reward")
 SUMMARY_NUMBERS = (
     *(f"eval.{when}.{m}" for when in ("before", "after") for m in EVAL_METRICS),
     *(f"eval.gain.{m}" for m in EVAL_METRICS),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from rlexp.config.schema import DatasetConfig
@@ -67,12 +67,15 @@ def build_rows(
     split: str,
     parse_answer: AnswerParser,
     skipped: Counter,
+    order: Sequence[int] | None = None,
 ) -> list[Row]:
-    """Map records to rows; every record that cannot become a row adds one to `skipped[reason]`."""
+    """Map records to rows; every record that cannot become a row adds one to `skipped[reason]`. `order`: the
+    indices of a record list to take, in that order (ids keep each record's index in the file)."""
     rows: list[Row] = []
     seen: set[str] = set()
     source_label = cfg.data_source or cfg.name
-    for index, record in enumerate(records):
+    pairs = enumerate(records) if order is None else ((i, records[i]) for i in order)  # type: ignore[index]
+    for index, record in pairs:
         if not isinstance(record, dict) or "__unparseable__" in record:
             skipped["unparseable_record"] += 1
             continue
@@ -107,6 +110,8 @@ def load_table(cfg: DatasetConfig, parse_answer: AnswerParser = plain_answer) ->
     columns = [f.split(".", 1)[0] for f in (cfg.prompt_field, cfg.answer_field, cfg.id_field) if f]
     opts = {"fmt": cfg.format, "subset": cfg.subset, "columns": columns, "allow_downloads": allow_downloads()}
     skipped: Counter = Counter()
+    if cfg.shuffle == "maxtext":
+        return _maxtext_splits(cfg, parse_answer, opts, skipped)
     train = build_rows(read_records(cfg.source, cfg.split, **opts), cfg, cfg.split, parse_answer, skipped)
     rng = random.Random(cfg.seed)
     if cfg.eval_split or cfg.eval_source:
@@ -122,6 +127,48 @@ def load_table(cfg: DatasetConfig, parse_answer: AnswerParser = plain_answer) ->
         raise ConfigError("dataset.source", cfg.source, f"no usable train rows (skipped: {dict(skipped) or 'none'})")
     (train, spare_train), (evals, spare_eval) = _cap(train, cfg.train_size), _cap(evals, cfg.eval_size)
     return Splits(train, evals, dict(skipped), spare_train=spare_train, spare_eval=spare_eval)
+
+
+def grain_order(n: int, seed: int) -> list[int]:
+    """The order grain's `MapDataset.shuffle(seed)` gives n rows (MaxText's data_shuffle_seed shuffle)."""
+    import grain
+
+    return [int(i) for i in grain.MapDataset.source(list(range(n))).shuffle(seed=seed)]
+
+
+def hf_holdout(n: int, fraction: float, seed: int) -> tuple[list[int], list[int]]:
+    """(train, test) row indices of Hugging Face datasets' `train_test_split(test_size=fraction, seed=seed)` on n
+    rows: the split depends on the row count and the seed only, so indices stand in for the records."""
+    import datasets
+
+    table = datasets.Dataset.from_dict({"i": list(range(n))})
+    split = table.train_test_split(test_size=fraction, seed=seed)
+    return [int(i) for i in split["train"]["i"]], [int(i) for i in split["test"]["i"]]
+
+
+def _maxtext_splits(cfg: DatasetConfig, parse_answer: AnswerParser, opts: dict[str, Any], skipped: Counter) -> Splits:
+    """dataset.shuffle=maxtext: MaxText 0.2.5's selection, with its own libraries. Without an eval split,
+    `eval_fraction` is held out by `datasets`' train_test_split; each split is then shuffled by grain. The eval
+    cap is taken before the prompt-length filter (MaxText slices its filtered dataset: no spare rows); the train
+    cap after it, so the rows MaxText trains on come first, in its order, and a run still gets its steps."""
+    records = list(read_records(cfg.source, cfg.split, **opts))
+    if cfg.eval_split or cfg.eval_source:
+        eval_split = cfg.eval_split or "test"
+        eval_records = list(read_records(cfg.eval_source or cfg.source, eval_split, key="dataset.eval_source", **opts))
+        train_idx, eval_idx = list(range(len(records))), list(range(len(eval_records)))
+    else:
+        if not 0 < cfg.eval_fraction < 1:
+            raise ConfigError("dataset.eval_fraction", cfg.eval_fraction, "use a fraction in (0, 1) to hold out")
+        eval_split, eval_records = cfg.split, records
+        train_idx, eval_idx = hf_holdout(len(records), cfg.eval_fraction, cfg.seed)
+    train_order = [train_idx[j] for j in grain_order(len(train_idx), cfg.seed)]
+    eval_order = [eval_idx[j] for j in grain_order(len(eval_idx), cfg.seed)]
+    train = build_rows(records, cfg, cfg.split, parse_answer, skipped, order=train_order)
+    evals = build_rows(eval_records, cfg, eval_split, parse_answer, skipped, order=_cap(eval_order, cfg.eval_size)[0])
+    if not train:
+        raise ConfigError("dataset.source", cfg.source, f"no usable train rows (skipped: {dict(skipped) or 'none'})")
+    train, spare_train = _cap(train, cfg.train_size)  # train: filter first, then cap (the step check counts it)
+    return Splits(train, evals, dict(skipped), spare_train=spare_train)
 
 
 @register("jsonl")

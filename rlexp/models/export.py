@@ -225,7 +225,7 @@ def export(target: str, out: str) -> Path:
         from rlexp.models.lora import apply_lora
 
         model = apply_lora(model, lora, None, seed=cfg.seed)
-    _restore(model, ckpt_root, step, lora_only=lora.rank > 0)
+    restore_actor(model, ckpt_root, step, lora_only=lora.rank > 0)
     if lora.rank > 0:
         from rlexp.models.lora import merged_state
 
@@ -284,7 +284,7 @@ def write_shards(tensors: dict[str, np.ndarray], dest: Path, metadata: dict[str,
     (dest / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
 
 
-def _restore(model: Any, root: Path, step: int, *, lora_only: bool) -> None:
+def restore_actor(model: Any, root: Path, step: int, *, lora_only: bool) -> None:
     from tunix.sft.checkpoint_manager import CheckpointManager
 
     from rlexp.compat.orbax import drop_failed_read_leftovers

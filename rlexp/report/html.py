@@ -244,8 +244,13 @@ def samples_table(run: Run) -> str:
     )
 
 
-def render(sweep: Sweep) -> str:
-    colors = {run.dir: PALETTE[i % len(PALETTE)] for i, run in enumerate(sweep.runs)}
+def run_colors(sweep: Sweep) -> dict[str, str]:
+    return {run.dir: PALETTE[i % len(PALETTE)] for i, run in enumerate(sweep.runs)}
+
+
+def render(sweep: Sweep, evals: str = "") -> str:
+    """The report's HTML; `evals`: the eval section (rlexp.report.evals), placed after the curves."""
+    colors = run_colors(sweep)
     keys = [k for k in sweep.swept_keys if k not in analyze.SEED_KEYS]
     label_keys = list(sweep.swept_keys)  # curves are per run, so the legend names the seed too
     ranked = analyze.rows(sweep)
@@ -324,6 +329,7 @@ def render(sweep: Sweep) -> str:
         legend=legend,
         charts=charts,
         reward_charts=reward_charts,
+        evals=evals,
         samples=samples,
         data=payload,
         css=CSS,
@@ -343,7 +349,7 @@ th{background:#fafafa;vertical-align:bottom;white-space:nowrap}td:first-child,th
 figcaption{font-weight:600;font-size:13px;padding:2px 6px}
 .plot .grid{stroke:#eee}.plot .tick,.plot .axis{font-size:10px;fill:#777}
 .plot polyline{fill:none}.plot .curve{stroke-width:2}.plot .raw{stroke-width:1;opacity:.2}
-.plot .combined{stroke-dasharray:5 3}.rewards-chart{max-width:450px}figcaption small{font-weight:400}
+.plot .combined{stroke-dasharray:5 3}.plot .offline{stroke-dasharray:2 3}.rewards-chart{max-width:450px}figcaption small{font-weight:400}
 .reward-legend{list-style:none;padding:0 6px;margin:2px 0;display:flex;gap:4px 12px}
 .plot .dim{opacity:.08}.legend{list-style:none;padding:0;display:flex;flex-wrap:wrap;gap:4px 14px}
 .flags li{margin:2px 0}tr.hl td{background:#fff6d6}#samples td{text-align:left;white-space:normal;max-width:420px}
@@ -379,6 +385,7 @@ TEMPLATE = """<!DOCTYPE html>
 <ul class="legend">{legend}</ul>
 <div class="charts">{charts}</div>
 {reward_charts}
+{evals}
 <h2>Samples from the winner</h2>
 {samples}
 <script type="application/json" id="rlexp-data">{data}</script>

@@ -1,57 +1,145 @@
-"""Evaluation on the eval split: greedy accuracy and sampled pass@1.
+"""Evaluation on the eval split: MaxText's eval (a sampling strategy, its passes and metrics) and pass@k / maj@k.
 
-pass@1 is the mean correctness of `trainer.eval_samples` completions per prompt sampled at
-temperature 1 (top-p 1, no top-k), with fixed seeds so evals before and after training draw the
-same noise. Correct means the first configured reward function scores >= `reward.correct_threshold`
-(unweighted); greedy accuracy is the same test on one greedy completion per prompt.
+Two draws per eval (docs/eval.md):
+- `trainer.eval_passes` completions per prompt with `trainer.eval_strategy`'s sampling (MaxText 0.2.5's
+  `greedy` 0.01 / top-k 1 / top-p 1, `standard`, `liberal`; `trainer.eval_temperature/top_p/top_k` override),
+  scored as MaxText does under `trainer.eval_mode`: accuracy, partial and format accuracy, mean reward,
+  correct/total. `greedy_accuracy` is the first pass's accuracy.
+- `trainer.eval_samples` completions per prompt at temperature 1 (top-p 1, no top-k): pass@k (unbiased) and
+  maj@k for each k of `trainer.eval_k`; `pass_at_1` is their mean correctness.
+Seeds are fixed, so evals before and after training draw the same noise; the rollout config carries them to
+every engine (Tunix's vanilla sampler and vLLM). Correct means the first reward function scores >=
+`reward.correct_threshold` (unweighted); the mean reward combines all of them as training does.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from typing import Any
 
 import numpy as np
 
 from rlexp.config.schema import RlexpConfig
-from rlexp.rewards.registry import make_reward_fn
+from rlexp.rewards import maxtext
+from rlexp.rewards.compose import WEIGHTED_MEAN, RewardSet, build_rewards
+from rlexp.rewards.extract import as_number, extract_answer
+from rlexp.train.eval_metrics import Scored, answer_of, sampled_metrics, strategy_metrics, within_ten_percent
 
 EVAL_SEED_OFFSET = 7919  # keeps eval noise independent of training rollouts
+_MAXTEXT_FNS = ("check_numbers", "match_format_exactly", "match_format_approximately")
 
 
-def correctness_fn(cfg: RlexpConfig):  # noqa: ANN201
-    first = cfg.reward.functions[0]
-    fn = make_reward_fn(first.fn, first.kwargs)
-    threshold = cfg.reward.correct_threshold
-
-    def correct(prompts: list[str], completions: list[str], rows: list[dict[str, Any]]) -> np.ndarray:
-        fields = {k: [r[k] for r in rows] for k in rows[0] if k not in ("prompt",)}
-        values = fn(prompts, completions, **fields)
-        return np.array([v is not None and float(v) >= threshold for v in values], dtype=np.float64)
-
-    return correct
-
-
-def evaluate(cluster: Any, rows: list[dict[str, Any]], cfg: RlexpConfig, base_rollout_config: Any) -> dict[str, float]:
-    """Greedy accuracy, pass@1, mean completion length (characters) and the share of greedy completions cut
-    by `trainer.max_completion_tokens` on `rows`."""
+def eval_sampling(cfg: RlexpConfig) -> dict[str, Any]:
+    """temperature, top_p, top_k of the strategy eval: the strategy's values, each overridden when set."""
     t = cfg.trainer
-    correct = correctness_fn(cfg)
-    prompts = [r["prompt"] for r in rows]
-    greedy_cfg = dataclasses.replace(base_rollout_config, temperature=1.0, top_p=None, top_k=None, seed=0)
-    greedy_out = cluster.rollout.generate(prompts, greedy_cfg)
-    greedy = greedy_out.text
-    sampled_cfg = dataclasses.replace(base_rollout_config, temperature=1.0, top_p=1.0, top_k=None)
-    rep_rows = [r for r in rows for _ in range(t.eval_samples)]
-    rollout_rows = (t.rollout_micro_batch_size or t.batch_size) * t.num_generations
-    sampled = sample_in_chunks(cluster, [r["prompt"] for r in rep_rows], sampled_cfg, rollout_rows, cfg.seed)
+    s = getattr(t.eval_strategies, t.eval_strategy)
+    top_k = t.eval_top_k if t.eval_top_k is not None else s.top_k
     return {
-        "greedy_accuracy": float(correct(prompts, greedy, rows).mean()),
-        "pass_at_1": float(correct([r["prompt"] for r in rep_rows], sampled, rep_rows).mean()),
-        "mean_length": float(np.mean([len(c) for c in sampled])),
-        # greedy completions that used all of max_completion_tokens without ending: the budget cuts answers
-        "truncated": float(np.mean([len(tokens) >= t.max_completion_tokens for tokens in greedy_out.tokens])),
+        "temperature": t.eval_temperature if t.eval_temperature is not None else s.temperature,
+        "top_p": t.eval_top_p if t.eval_top_p is not None else s.top_p,
+        # a top-k beyond the vocabulary keeps every token (liberal's 2000 on a small vocabulary)
+        "top_k": min(top_k, cfg.model.vocab_size) if top_k else None,
     }
+
+
+def strategy_rollout_config(cfg: RlexpConfig, base_rollout_config: Any, pass_index: int) -> Any:
+    """The rollout config of one strategy pass: the eval sampling and a seed of its own."""
+    seed = cfg.seed * 1_000_003 + EVAL_SEED_OFFSET + pass_index
+    return dataclasses.replace(base_rollout_config, **eval_sampling(cfg), seed=seed)
+
+
+class Scorer:
+    """Scores completions with the run's rewards (their raw functions: no training statistics touched)."""
+
+    def __init__(self, cfg: RlexpConfig, rewards: RewardSet) -> None:
+        self.rewards, self.threshold = rewards, cfg.reward.correct_threshold
+        seed_fns = [f for f in cfg.reward.functions if f.fn in _MAXTEXT_FNS]
+        kw = {k: v for f in seed_fns for k, v in f.kwargs.items()}
+        self.seed_style = bool(seed_fns)
+        self.tokens = {k: v for k, v in kw.items() if k in inspect.signature(maxtext.format_regex).parameters}
+        self.format = maxtext.format_regex(**self.tokens) if self.seed_style else None
+
+    def _answer(self, completion: str) -> str | None:
+        if self.seed_style:
+            keys = ("solution_start_token", "solution_end_token")
+            return maxtext.extract_answer(completion, **{k: v for k, v in self.tokens.items() if k in keys})
+        return answer_of(completion)
+
+    def _formatted(self, completion: str) -> bool:
+        if self.format is not None:
+            return self.format.search(completion) is not None
+        # no format reward: formatted = an answer the extractor finds, or a bare number
+        return extract_answer(completion) is not None or as_number(completion.strip()) is not None
+
+    def score(self, rows: list[dict[str, Any]], completions: list[str]) -> tuple[list[Scored], list[float]]:
+        """Per completion: its flags, and its combined reward (NaN when a reward errored)."""
+        prompts = [r["prompt"] for r in rows]
+        fields = {k: [r[k] for r in rows] for k in rows[0] if k != "prompt"}
+        cols = []
+        for r in self.rewards.rewards:
+            try:
+                cols.append([np.nan if v is None else float(v) for v in r.raw(prompts, completions, **fields)])
+            except Exception:  # noqa: BLE001 - an erroring reward scores nothing here, as MaxText's eval
+                cols.append([np.nan] * len(completions))
+        first = cols[0]
+        weights = [r.weight for r in self.rewards.rewards]
+        totals = [sum(w * v for w, v in zip(weights, vals, strict=True)) for vals in zip(*cols, strict=True)]
+        if self.rewards.combine in WEIGHTED_MEAN:
+            totals = [max(-1.0, min(1.0, v / sum(weights))) for v in totals]
+        scored = []
+        for row, completion, value in zip(rows, completions, first, strict=True):
+            answer = self._answer(completion)
+            correct = bool(value >= self.threshold)  # NaN compares False
+            partial = correct or within_ten_percent(answer, str(row.get("answer", "")))
+            scored.append(Scored(correct, partial, self._formatted(completion), answer))
+        return scored, totals
+
+
+def evaluate(
+    cluster: Any,
+    rows: list[dict[str, Any]],
+    cfg: RlexpConfig,
+    base_rollout_config: Any,
+    scorer: Scorer | None = None,
+    kept: dict[str, Any] | None = None,
+) -> dict[str, float]:
+    """The eval's metrics on `rows` (module docstring), the mean completion length (characters) and the share of
+    first-pass completions cut by `trainer.max_completion_tokens`. `scorer`: the run's (built here when None);
+    `kept` receives the first pass's completions under "completions"."""
+    t = cfg.trainer
+    own = scorer is None
+    if scorer is None:
+        scorer = Scorer(cfg, build_rewards(cfg.reward, 1))
+    try:
+        prompts = [r["prompt"] for r in rows]
+        passes, first_tokens = [], None
+        for p in range(t.eval_passes):
+            out = cluster.rollout.generate(prompts, strategy_rollout_config(cfg, base_rollout_config, p))
+            if first_tokens is None:
+                first_tokens = out.tokens
+                if kept is not None:
+                    kept["completions"] = list(out.text)
+            passes.append(scorer.score(rows, list(out.text)))
+        per_prompt = [[passes[p][0][i] for p in range(t.eval_passes)] for i in range(len(rows))]
+        rewards = [v for _, totals in passes for v in totals if np.isfinite(v)]
+        result = strategy_metrics(per_prompt, t.eval_mode, float(np.mean(rewards)) if rewards else 0.0)
+        result["greedy_accuracy"] = float(np.mean([s.correct for s in passes[0][0]]))
+        sampled_cfg = dataclasses.replace(base_rollout_config, temperature=1.0, top_p=1.0, top_k=None)
+        rep_rows = [r for r in rows for _ in range(t.eval_samples)]
+        rollout_rows = (t.rollout_micro_batch_size or t.batch_size) * t.num_generations
+        sampled = sample_in_chunks(cluster, [r["prompt"] for r in rep_rows], sampled_cfg, rollout_rows, cfg.seed)
+        flags, _ = scorer.score(rep_rows, sampled)
+        n = t.eval_samples
+        groups = [flags[i * n : (i + 1) * n] for i in range(len(rows))]
+        result.update(sampled_metrics(groups, sorted(set(t.eval_k) | {1})))
+        result["mean_length"] = float(np.mean([len(c) for c in sampled]))
+        # first-pass completions that used all of max_completion_tokens without ending: the budget cuts answers
+        result["truncated"] = float(np.mean([len(tokens) >= t.max_completion_tokens for tokens in first_tokens]))
+        return result
+    finally:
+        if own:
+            scorer.rewards.close()
 
 
 def sample_in_chunks(cluster: Any, prompts: list[str], rollout_config: Any, rows: int, seed: int) -> list[str]:

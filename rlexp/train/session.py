@@ -25,6 +25,7 @@ from rlexp.config.derived import loads_reference_copy
 from rlexp.config.flops import step_rates
 from rlexp.config.schema import RlexpConfig
 from rlexp.config.validate import check_steps
+from rlexp.config.values import EVAL_METRICS
 from rlexp.data.registry import load_splits
 from rlexp.data.templates import check_turn_markers, render_splits
 from rlexp.errors import ConfigError, RlexpError, RunError
@@ -40,11 +41,12 @@ from rlexp.train.stepclock import EVAL, STEP, StepClock
 log = logging.getLogger(__name__)
 
 
-def batches(rows: list[dict[str, Any]], batch_size: int, epochs: int, seed: int):
-    """Deterministic shuffled batches of numpy arrays (Tunix repeats every leaf per generation)."""
+def batches(rows: list[dict[str, Any]], batch_size: int, epochs: int, seed: int, shuffle: bool = True):
+    """Deterministic shuffled batches of numpy arrays (Tunix repeats every leaf per generation). `shuffle=False`:
+    the rows' own order every epoch (dataset.shuffle=maxtext: grain's order, repeated as MaxText repeats it)."""
     rng = np.random.default_rng(seed)
     for _ in range(epochs):
-        order = rng.permutation(len(rows))
+        order = rng.permutation(len(rows)) if shuffle else np.arange(len(rows))
         for i in range(0, len(order) - batch_size + 1, batch_size):
             chunk = [rows[j] for j in order[i : i + batch_size]]
             fields = [k for k in chunk[0] if k not in ("prompt", "question")]
@@ -61,6 +63,7 @@ class TrainingSession:
         self.collector = MetricsCollector()
         self.reward_error: RlexpError | None = None
         self.evals: dict[str, dict[str, float]] = {}
+        self.scorer: Any = None  # the eval's scorer over the run's reward functions, built at the first eval
         self.clock = StepClock()  # perf/step_time_sec, less checkpoint saves and mid-run evals
         self._bar: Any = None
         self.profile: str | None = None  # the trace's folder (profile.steps), once the trainer has its profiler
@@ -170,13 +173,16 @@ class TrainingSession:
         """
         from tunix.rl.rl_cluster import Role
 
-        from rlexp.train.evaluate import evaluate
+        from rlexp.train.evaluate import Scorer, evaluate
 
+        if self.scorer is None:
+            self.scorer = Scorer(self.conf, self.rewards)
         mesh = self.cluster.cluster_config.role_to_mesh[Role.ACTOR]
         start = time.perf_counter()
         settle()  # multi-process CPU: nothing dispatched before may still run collectives (rlexp.train.collectives)
         with contextlib.nullcontext() if in_actor_update else mesh:
-            result = evaluate(self.cluster, self.eval_rows, self.conf, self.cluster.cluster_config.rollout_config)
+            rollout_config = self.cluster.cluster_config.rollout_config
+            result = evaluate(self.cluster, self.eval_rows, self.conf, rollout_config, self.scorer)
         took = time.perf_counter() - start
         if in_actor_update:  # between two steps: not the next step's time (rlexp.train.stepclock)
             self.clock.set_aside(took)
@@ -300,7 +306,8 @@ class TrainingSession:
         with GracefulStop() as self.stop:
             try:
                 if start_step < t.max_steps:
-                    learner.train(batches(self.train_rows, t.batch_size, t.epochs, self.conf.seed))
+                    shuffle = self.conf.dataset.shuffle != "maxtext"
+                    learner.train(batches(self.train_rows, t.batch_size, t.epochs, self.conf.seed, shuffle))
             except StopTraining as stop:
                 status, stop_cause = ("failed" if stop.cause else "interrupted"), stop.cause
             finally:
@@ -362,7 +369,9 @@ class TrainingSession:
         }
         if "before" in self.evals and "after" in self.evals:
             summary["eval"]["gain"] = {
-                k: self.evals["after"][k] - self.evals["before"][k] for k in ("pass_at_1", "greedy_accuracy")
+                k: self.evals["after"][k] - self.evals["before"][k]
+                for k in EVAL_METRICS
+                if k in self.evals["after"] and k in self.evals["before"]
             }
         summary["objective"]["value"] = rundir.dotted_get(summary, self.conf.objective)
         return summary
@@ -373,7 +382,7 @@ class TrainingSession:
             f"\nrlexp run {s['run_name']}: {s['status']} after {s['train']['steps']} steps "
             f"in {s['train']['wall_seconds']:.1f} s  ({self.run_dir})"
         ]
-        for k in ("pass_at_1", "greedy_accuracy"):
+        for k in EVAL_METRICS:
             before, after = ev.get("before", {}).get(k), ev.get("after", {}).get(k)
             if before is not None and after is not None:
                 lines.append(f"  {k:<16} {before:.3f} -> {after:.3f}  ({after - before:+.3f})")

@@ -128,8 +128,8 @@ def test_report_opens_in_headless_chromium(tmp_path: Path, sweep) -> None:
     assert page.errors == []
     assert page.title.startswith("rlexp report")
     assert page.rows == 3
-    # every run has every curve: 5 runs × (reward, pass@1, KL, length)
-    assert page.curves == {metric: 5 for metric in analyze.CURVES}
+    # every run has every curve: 5 runs × (reward, pass@1, KL, length), and pass@1 in the eval section
+    assert page.curves == {**{metric: 5 for metric in analyze.CURVES}, "pass_at_k/1": 5}
     assert page.rewards == {sweep.runs[2].dir: ["correct", "format"], sweep.runs[4].dir: ["correct", "format"]}
     assert page.flags == len(analyze.health(sweep.runs[4]))
 

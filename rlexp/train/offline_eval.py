@@ -1,0 +1,169 @@
+"""Evaluate a checkpoint after its run (`python -m rlexp.eval`): a run's newest or chosen step, or an exported
+Hugging Face folder, on any dataset option's eval split with the run's templates and rewards.
+
+The config is the run's own (`.hydra/config.yaml`) with the command's overrides on top: `group=option` takes that
+group from conf/ (`dataset=gsm8k`), `a.b=value` sets one key. A Hugging Face folder has no run: conf/'s default
+config with the overrides, and `model.path` the folder. The eval is the run's (rlexp.train.evaluate) on one
+device; the result goes to `<run dir>/eval/<name>.json` (a folder: `<folder>/eval/`), or `--out`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, fields
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from rlexp import storage
+from rlexp.config.load import compose, to_config
+from rlexp.config.schema import GROUP_SCHEMAS, RlexpConfig
+from rlexp.config.validate import validate
+from rlexp.errors import ConfigError, RlexpError
+
+log = logging.getLogger(__name__)
+_ROOT_KEYS = {f.name for f in fields(RlexpConfig)} - set(GROUP_SCHEMAS)  # seed, run_name, ...
+
+
+def find_target(target: str, step: int | None) -> tuple[Path | None, Path | None, int | None, Path | None]:
+    """(run dir, actor checkpoint root, step, Hugging Face folder) of the command's target."""
+    from rlexp.models.export import find_checkpoint
+
+    path = Path(target).expanduser()
+    if (path / "config.json").is_file() and not (path / ".hydra").is_dir():
+        if step is not None:
+            raise RlexpError(f"{target}: a Hugging Face folder has no steps; drop the step {step}")
+        return None, None, None, path
+    if path.is_dir() and not (path / ".hydra" / "config.yaml").is_file() and path.parent.name != "actor":
+        raise RlexpError(f"{target}: neither a run dir (.hydra/config.yaml) nor a Hugging Face folder (config.json)")
+    if step is not None:
+        path = path / "checkpoints" / "actor" / str(step)
+    run_dir, root, found = find_checkpoint(path)
+    return run_dir, root, found, None
+
+
+def split_overrides(overrides: list[str]) -> tuple[list[str], list[str]]:
+    """(group choices, dotted keys); anything else is refused in one line."""
+    groups, keys = [], []
+    for o in overrides:
+        key, eq, _ = o.partition("=")
+        if not eq or not key:
+            raise ConfigError(o, None, "give overrides as group=option or a.b=value")
+        if key in GROUP_SCHEMAS:
+            groups.append(o)
+        elif "." in key or key in _ROOT_KEYS:
+            keys.append(o)
+        else:
+            raise ConfigError(key, o, f"choose a group of {', '.join(sorted(GROUP_SCHEMAS))} or set a dotted key")
+    return groups, keys
+
+
+def eval_config(run_dir: Path | None, hf_dir: Path | None, overrides: list[str]) -> RlexpConfig:
+    groups, keys = split_overrides(overrides)
+    if run_dir is None:
+        cfg: DictConfig = compose([*groups, *keys, f"model.path={hf_dir}"])
+    else:
+        cfg = OmegaConf.load(run_dir / ".hydra" / "config.yaml")  # type: ignore[assignment]
+        cfg.pop("hydra", None)
+        fresh = compose(groups) if groups else None
+        for g in groups:
+            name = g.partition("=")[0]
+            cfg[name] = fresh[name]  # type: ignore[index]
+        cfg = OmegaConf.merge(OmegaConf.structured(RlexpConfig), cfg, OmegaConf.from_dotlist(keys))  # type: ignore[assignment]
+    conf = to_config(cfg)
+    validate(conf)
+    return conf
+
+
+def eval_rows(conf: RlexpConfig, tokenizer: Any) -> list[dict[str, Any]]:
+    from rlexp.data.registry import load_splits
+    from rlexp.data.templates import render_splits
+
+    splits = render_splits(
+        load_splits(conf.dataset), conf.data_template, conf.chat_template, tokenizer, conf.trainer.max_prompt_tokens
+    )
+    if not splits.eval:
+        raise ConfigError(
+            "dataset",
+            conf.dataset.name,
+            "has no eval rows: set dataset.eval_split, dataset.eval_source or dataset.eval_fraction > 0",
+        )
+    return splits.eval[: conf.trainer.eval_prompts]
+
+
+def load_policy(conf: RlexpConfig, root: Path | None, step: int | None) -> Any:
+    """The model to evaluate: the base (or exported) weights, the actor checkpoint restored over them."""
+    from rlexp.models.loader import load_model
+
+    model = load_model(conf.model, None)
+    if root is None:
+        return model
+    from rlexp.models.export import restore_actor
+
+    lora = conf.trainer.lora
+    if lora.rank > 0:
+        from rlexp.models.lora import apply_lora
+
+        model = apply_lora(model, lora, None, seed=conf.seed)
+    restore_actor(model, root, step or 0, lora_only=lora.rank > 0)
+    return model
+
+
+def output_path(out: str | None, run_dir: Path | None, hf_dir: Path | None, name: str) -> str:
+    if out and out.endswith(".json"):
+        return out
+    base = out or str((run_dir or hf_dir) / "eval")  # type: ignore[operator]
+    return storage.join(base, f"{name}.json")
+
+
+def run_offline_eval(
+    target: str, step: int | None, overrides: list[str], out: str | None = None, name: str | None = None
+) -> tuple[str, dict[str, Any]]:
+    """Evaluate; returns (the json written, its record)."""
+    from rlexp.models.loader import load_tokenizer
+    from rlexp.rewards.compose import build_rewards
+    from rlexp.train.cluster import lean_rollout_engine, prompt_width, rollout_config
+    from rlexp.train.evaluate import Scorer, eval_sampling, evaluate
+
+    run_dir, root, step, hf_dir = find_target(target, step)
+    conf = eval_config(run_dir, hf_dir, overrides)
+    name = name or f"{conf.dataset.name}-" + (f"step{step}" if hf_dir is None else hf_dir.name)
+    path = output_path(out, run_dir, hf_dir, name)
+    tokenizer = load_tokenizer(conf.model)
+    rows = eval_rows(conf, tokenizer)
+    started = time.perf_counter()
+    model = load_policy(conf, root, step)
+    width = prompt_width([r["prompt"] for r in rows], tokenizer, conf.trainer.max_prompt_tokens)
+    rc = rollout_config(conf, tokenizer, width)
+    engine = lean_rollout_engine()(model, tokenizer, None, rc)
+    scorer = Scorer(conf, build_rewards(conf.reward, 1))
+    kept: dict[str, Any] = {}
+    try:
+        metrics = evaluate(SimpleNamespace(rollout=engine), rows, conf, rc, scorer, kept)
+    finally:
+        scorer.rewards.close()
+    record = {
+        "name": name,
+        "target": str(hf_dir or run_dir),
+        "step": step,
+        "model": conf.model.name,
+        "dataset": conf.dataset.name,
+        "eval_strategy": conf.trainer.eval_strategy,
+        "sampling": eval_sampling(conf),
+        "eval_mode": conf.trainer.eval_mode,
+        "eval_passes": conf.trainer.eval_passes,
+        "eval_samples": conf.trainer.eval_samples,
+        "overrides": list(overrides),
+        "seconds": round(time.perf_counter() - started, 2),
+        "metrics": metrics,
+        "rows": [
+            {"id": r["id"], "answer": r.get("answer"), "completion": c}
+            for r, c in zip(rows, kept["completions"], strict=True)
+        ],
+        "dataset_config": asdict(conf.dataset),
+    }
+    storage.write_json(path, record)
+    return path, record

@@ -1,0 +1,77 @@
+"""`rlexp eval` / `python -m rlexp.eval` on the default run's dir and on its `rlexp.export` folder, as typed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import compose_cfg, run_rlexp
+
+RUN = [
+    "trainer.max_steps=2",
+    "trainer.eval_every=2",
+    "trainer.checkpoint_every=2",
+    "trainer.eval_prompts=8",
+    "trainer.eval_samples=2",
+    "trainer.eval_k=[1,2]",
+    "logger=none",
+]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("eval") / "run"
+    run_rlexp(*RUN, f"hydra.run.dir={out}", check=True)
+    return out
+
+
+@pytest.mark.slow
+def test_eval_of_the_run_and_its_export_reproduce_the_runs_eval(run_dir: Path, tmp_path: Path) -> None:
+    after = json.loads((run_dir / "evals.json").read_text())["after"]
+    # the console script's command: a chosen step, another seed
+    proc = run_rlexp("eval", str(run_dir), "2", "seed=5", module="rlexp.console", check=True)
+    assert f"wrote {run_dir / 'eval' / 'arith-step2.json'}" in proc.stdout
+    seeded = json.loads((run_dir / "eval" / "arith-step2.json").read_text())
+    assert seeded["step"] == 2 and seeded["sampling"] == {"temperature": 0.01, "top_p": 1.0, "top_k": 1}
+    hf = tmp_path / "hf"
+    from rlexp.export import main as export  # the export command is tested as typed in tests/test_export.py
+
+    assert export([str(run_dir), "--out", str(hf)]) == 0
+    proc = run_rlexp(str(hf), *RUN[3:6], "--out", str(tmp_path / "e.json"), module="rlexp.eval", check=True)
+    exported = json.loads((tmp_path / "e.json").read_text())
+    # seed 0 and the run's eval settings: the run's own eval after training, to the number
+    for key in ("accuracy", "greedy_accuracy", "partial_accuracy", "format_accuracy", "mean_reward", "pass_at_2"):
+        assert exported["metrics"][key] == pytest.approx(after[key]), key
+    assert exported["metrics"]["total"] == 8
+    # greedy is greedy: the same answers with another seed; the temperature-1 samples are another draw
+    assert [r["completion"] for r in seeded["rows"]] == [r["completion"] for r in exported["rows"]]
+    assert seeded["metrics"]["greedy_accuracy"] == after["greedy_accuracy"]
+
+
+@pytest.mark.slow
+def test_bad_targets_end_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from omegaconf import OmegaConf
+
+    from rlexp.eval import main
+
+    run_dir = tmp_path / "run"  # as a run leaves it: its config and a checkpoint step (not read by these cases)
+    (run_dir / ".hydra").mkdir(parents=True)
+    (run_dir / ".hydra" / "config.yaml").write_text(OmegaConf.to_yaml(compose_cfg(RUN)))
+    (run_dir / "checkpoints" / "actor" / "2").mkdir(parents=True)
+    (tmp_path / "one.jsonl").write_text('{"question": "1+1=", "answer": "2"}\n{"question": "2+1=", "answer": "3"}\n')
+    cases = [
+        ([str(run_dir), "3"], 2, "no such step; saved steps: 2"),
+        (
+            [str(tmp_path / "run" / "checkpoints")],
+            2,
+            "neither a run dir (.hydra/config.yaml) nor a Hugging Face folder",
+        ),
+        ([str(run_dir), "dataset=jsonl", f"dataset.source={tmp_path / 'one.jsonl'}"], 2, "has no eval rows"),
+        ([str(run_dir), "experiment=quick"], 2, "choose a group of"),
+    ]
+    for args, code, message in cases:
+        status, err = main(args), capsys.readouterr().err
+        assert status == code and message in err, (args, err[-800:])
+        assert len(err.strip().splitlines()) == 1 and err.startswith("rlexp: error: "), err
