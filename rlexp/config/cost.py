@@ -108,7 +108,7 @@ def roofline_step_s(cfg: RlexpConfig) -> float | None:
     rollout_chips = (s.rollout_devices or trainer_devices(s)) * n_slices
     sequences = t.batch_size * t.num_generations
     tokens = sequences * (t.max_prompt_tokens + t.max_completion_tokens * cfg.cost.completion_fill)
-    per_token = 6 + (2 if loads_reference_copy(t) or t.beta > 0 else 0)  # policy fwd+bwd, reference fwd
+    per_token = 6 + (2 if loads_reference_copy(t) or bool(t.beta) else 0)  # policy fwd+bwd, reference fwd
     train = per_token * active_params(m) * tokens * t.num_iterations / (train_chips * flops * MFU_TRAIN)
     return train + _rollout_seconds(cfg, t.batch_size, t.num_generations, rollout_chips)
 

@@ -57,7 +57,7 @@ def _check_trainer(t: TrainerConfig) -> None:
         _positive(f"trainer.{key}", getattr(t, key))
     for key in ("eval_samples", "samples_every", "checkpoint_every", "keep_checkpoints"):
         _positive(f"trainer.{key}", getattr(t, key))
-    for key in ("beta", "weight_decay", "grad_clip", "final_lr_ratio"):
+    for key in ("weight_decay", "grad_clip", "final_lr_ratio"):
         _positive(f"trainer.{key}", getattr(t, key), allow_zero=True)
     if t.num_generations < 2:
         raise ConfigError("trainer.num_generations", t.num_generations, "GRPO needs >= 2 completions per prompt")

@@ -325,39 +325,76 @@ def build_cluster(
     from tunix.perf.metrics import PerfMetricsConfig
 
     perf = PerfMetricsConfig(custom_export_fn=PerfMetricsExport.from_cluster_config(cluster_config))
-    cluster = rl.RLCluster(
+    cluster = recording_cluster_class()(
         actor=actor, reference=reference, tokenizer=tokenizer, cluster_config=cluster_config, perf_config=perf
     )
     without_progress_bar(cluster.actor_trainer)  # the console's progress is rlexp's (session.progress)
     return cluster
 
 
-def build_learner(cfg: RlexpConfig, cluster: Any, reward_fns: list, metric_fns: list) -> Any:
-    """Tunix's learner for trainer.algorithm, with trainer.rollout.async_rollout applied."""
-    learner = _algorithm_learner(cfg, cluster, reward_fns, metric_fns)
+def recording_cluster_class() -> type:
+    """Tunix's RLCluster, keeping the token count of each completion of this thread's last rollout: DAPO's
+    overlong shaping counts tokens (reward functions see only text). Built on first use: Tunix is slow to import."""
+    import threading
+
+    from tunix.rl import rl_cluster as rl
+
+    class RecordingCluster(rl.RLCluster):
+        _lengths = threading.local()  # rollouts run in Tunix's data thread, evals in the training one
+
+        def generate(self, *args: Any, **kwargs: Any) -> Any:
+            out = super().generate(*args, **kwargs)
+            self._lengths.value = [len(ids) for ids in out.tokens]
+            return out
+
+        def completion_lengths(self) -> list[int]:
+            return self._lengths.value
+
+    return RecordingCluster
+
+
+def build_learner(cfg: RlexpConfig, cluster: Any, reward_fns: list, metric_fns: list, refill: Any = None) -> Any:
+    """Tunix's learner for trainer.algorithm, with trainer.rollout.async_rollout applied; `refill` (a callable
+    returning the next batch of prompts) feeds dynamic sampling (rlexp.train.dapo)."""
+    learner = _algorithm_learner(cfg, cluster, reward_fns, metric_fns, refill)
     set_async_rollout(cfg, learner)
     return learner
 
 
-def _algorithm_learner(cfg: RlexpConfig, cluster: Any, reward_fns: list, metric_fns: list) -> Any:
+def _algorithm_learner(cfg: RlexpConfig, cluster: Any, reward_fns: list, metric_fns: list, refill: Any) -> Any:
+    from rlexp.train import dapo
+
     t = cfg.trainer
     common = dict(num_generations=t.num_generations, num_iterations=t.num_iterations, epsilon=t.epsilon)
     if t.algorithm == "dapo":
         from tunix.rl.grpo.dapo_learner import DAPOConfig, DAPOLearner
 
-        algo = DAPOConfig(**common, epsilon_high=t.epsilon_high or t.epsilon, loss_agg_mode=t.loss_agg_mode)
-        # DAPO has no KL term, but Tunix 0.1.7 still needs the reference role (it tests beta != 0.0).
-        return DAPOLearner(cluster, algo, reward_fns, metric_fns=metric_fns)
-    if t.algorithm == "drgrpo":
+        # Tunix's own dynamic sampling is a TODO and its overlong shaping counts characters: rlexp.train.dapo
+        # does both as the paper does, so Tunix's are off.
+        algo = DAPOConfig(
+            **common,
+            epsilon_high=t.epsilon_high or t.epsilon,
+            loss_agg_mode=t.loss_agg_mode,
+            dynamic_sampling=False,
+            overlong_buffer={"enable": False},
+        )
+        # DAPO has no KL term; Tunix 0.1.7 tests `beta != 0.0`, so its None would still run the reference model
+        algo.beta = 0.0
+        learner_cls, args = DAPOLearner, (cluster, algo, list(reward_fns))
+    elif t.algorithm == "drgrpo":
         from tunix.rl.grpo.drgrpo_learner import DrGRPOConfig, DrGRPOLearner
 
         algo = DrGRPOConfig(**common, beta=t.beta, loss_agg_mode=t.loss_agg_mode)
-        return DrGRPOLearner(cluster, algo, reward_fns, metric_fns=metric_fns)
-    from tunix.rl.grpo.grpo_learner import GRPOConfig, GRPOLearner
+        learner_cls, args = DrGRPOLearner, (cluster, algo, reward_fns)
+    else:
+        from tunix.rl.grpo.grpo_learner import GRPOConfig, GRPOLearner
 
-    loss_algo = "gspo-token" if t.algorithm == "gspo" else "grpo"
-    algo = GRPOConfig(**common, beta=t.beta, loss_algo=loss_algo, loss_agg_mode=t.loss_agg_mode)
-    return GRPOLearner(cluster, algo, reward_fns, metric_fns=metric_fns)
+        loss_algo = "gspo-token" if t.algorithm == "gspo" else "grpo"
+        algo = GRPOConfig(**common, beta=t.beta, loss_algo=loss_algo, loss_agg_mode=t.loss_agg_mode)
+        learner_cls, args = GRPOLearner, (cluster, algo, reward_fns)
+    if t.dynamic_sampling.enabled or t.overlong.enabled:
+        return dapo.learner_class(learner_cls)(*args, metric_fns=metric_fns, trainer=t, refill=refill)
+    return learner_cls(*args, metric_fns=metric_fns)
 
 
 def set_async_rollout(cfg: RlexpConfig, learner: Any) -> None:

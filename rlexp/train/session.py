@@ -119,6 +119,14 @@ class TrainingSession:
 
         return self.conf, self.run_dir, resolved, run_context(self.conf)
 
+    def _refill(self) -> Any:
+        """Dynamic sampling's further prompts: the train split in its own shuffled order (seeded apart from the
+        training order, a new order each pass), so the training order and its resume stay as without it."""
+        from rlexp.train.dapo import cycle_batches
+
+        t = self.conf.trainer
+        return cycle_batches(lambda n: batches(self.train_rows, t.batch_size, 1, self.conf.seed + 7919 * (n + 1)))
+
     # -- hook callbacks -----------------------------------------------------------------------
     def metric_fn(self, prompts, completions, rewards, advantages, **fields):  # noqa: ANN001, ANN201
         """Tunix metric_fn: reward statistics and samples of the step being rolled out."""
@@ -275,7 +283,7 @@ class TrainingSession:
             self.cluster = build_cluster(
                 self.conf, actor, reference, tokenizer, self.meshes, self.collector, self.run_dir, prompt_tokens=width
             )
-        learner = build_learner(self.conf, self.cluster, self.rewards.fns, [self.metric_fn])
+        learner = build_learner(self.conf, self.cluster, self.rewards.fns, [self.metric_fn], refill=self._refill())
         self.cluster.actor_trainer.with_training_hooks(StepHooks(self))
         self.clock.time_saves(self.cluster.actor_trainer.checkpoint_manager, t.checkpoint_every)
         self.clock.time_close(self.cluster)
