@@ -365,6 +365,16 @@ def _algorithm_learner(cfg: RlexpConfig, cluster: Any, reward_fns: list, metric_
     from rlexp.train import dapo
 
     t = cfg.trainer
+    learner_cls, algo = algorithm_config(t)
+    # DAPOLearner appends Tunix's character-count shaping to the list it is given (off here): a copy
+    args = (cluster, algo, list(reward_fns))
+    if t.dynamic_sampling.enabled or t.overlong.enabled:
+        return dapo.learner_class(learner_cls)(*args, metric_fns=metric_fns, trainer=t, refill=refill)
+    return learner_cls(*args, metric_fns=metric_fns)
+
+
+def algorithm_config(t: TrainerConfig) -> tuple[type, Any]:
+    """(Tunix learner class, its algorithm config) for trainer.algorithm: the one place the loss is chosen."""
     common = dict(num_generations=t.num_generations, num_iterations=t.num_iterations, epsilon=t.epsilon)
     if t.algorithm == "dapo":
         from tunix.rl.grpo.dapo_learner import DAPOConfig, DAPOLearner
@@ -380,21 +390,15 @@ def _algorithm_learner(cfg: RlexpConfig, cluster: Any, reward_fns: list, metric_
         )
         # DAPO has no KL term; Tunix 0.1.7 tests `beta != 0.0`, so its None would still run the reference model
         algo.beta = 0.0
-        learner_cls, args = DAPOLearner, (cluster, algo, list(reward_fns))
-    elif t.algorithm == "drgrpo":
+        return DAPOLearner, algo
+    if t.algorithm == "drgrpo":
         from tunix.rl.grpo.drgrpo_learner import DrGRPOConfig, DrGRPOLearner
 
-        algo = DrGRPOConfig(**common, beta=t.beta, loss_agg_mode=t.loss_agg_mode)
-        learner_cls, args = DrGRPOLearner, (cluster, algo, reward_fns)
-    else:
-        from tunix.rl.grpo.grpo_learner import GRPOConfig, GRPOLearner
+        return DrGRPOLearner, DrGRPOConfig(**common, beta=t.beta, loss_agg_mode=t.loss_agg_mode)
+    from tunix.rl.grpo.grpo_learner import GRPOConfig, GRPOLearner
 
-        loss_algo = "gspo-token" if t.algorithm == "gspo" else "grpo"
-        algo = GRPOConfig(**common, beta=t.beta, loss_algo=loss_algo, loss_agg_mode=t.loss_agg_mode)
-        learner_cls, args = GRPOLearner, (cluster, algo, reward_fns)
-    if t.dynamic_sampling.enabled or t.overlong.enabled:
-        return dapo.learner_class(learner_cls)(*args, metric_fns=metric_fns, trainer=t, refill=refill)
-    return learner_cls(*args, metric_fns=metric_fns)
+    loss_algo = "gspo-token" if t.algorithm == "gspo" else "grpo"
+    return GRPOLearner, GRPOConfig(**common, beta=t.beta, loss_algo=loss_algo, loss_agg_mode=t.loss_agg_mode)
 
 
 def set_async_rollout(cfg: RlexpConfig, learner: Any) -> None:

@@ -53,6 +53,12 @@ RLEXP = [
     _c(f"rlexp trainer.adam_b1=1.0 {RUN}", 2, "trainer.adam_b1=1.0"),
     _c(f"rlexp trainer.adam_b2=-0.1 {RUN}", 2, "trainer.adam_b2=-0.1"),
     _c(f"rlexp trainer=dapo trainer.epsilon_high=nan {RUN}", 2, "trainer.epsilon_high=nan: use a finite number"),
+    _c(f"rlexp trainer=dapo trainer.beta=0.04 {RUN}", 2, "trainer.beta=0.04: dapo has no KL term"),
+    _c(
+        f"rlexp trainer=dapo trainer.overlong.buffer_tokens=9 {RUN}",
+        2,
+        "trainer.overlong.buffer_tokens=9: use 1..trainer",
+    ),
     _c(f"rlexp trainer.learning_rate=inf {RUN}", 2, "trainer.learning_rate=inf"),
     _c(f"rlexp +model.extra.scale=-inf {RUN}", 2, "model.extra.scale=-inf"),
     _c(f"rlexp trainer.temperature=0 {RUN}", 2, "trainer.temperature=0"),

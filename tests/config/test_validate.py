@@ -71,6 +71,20 @@ CASES = [
     (["trainer.top_k=0"], "trainer.top_k", "null", ["trainer.top_k=50"]),
     (["trainer.epsilon=1.5"], "trainer.epsilon", "(0, 1)", ["trainer.epsilon=0.3"]),
     (["trainer.beta=-0.1"], "trainer.beta", ">= 0", ["trainer.beta=0"]),
+    (["trainer=dapo", "trainer.beta=0.04"], "trainer.beta", "no KL term", ["trainer=dapo"]),
+    (["trainer.beta=null"], "trainer.beta", "needs a KL coefficient", ["trainer.beta=0"]),
+    (
+        ["trainer=dapo", "trainer.dynamic_sampling.max_rounds=-1"],
+        "trainer.dynamic_sampling.max_rounds",
+        "use 0",
+        ["trainer=dapo", "trainer.dynamic_sampling.max_rounds=0"],
+    ),
+    (
+        ["trainer=dapo", "trainer.overlong.penalty=-1"],
+        "trainer.overlong.penalty",
+        ">= 0",
+        ["trainer=dapo", "trainer.overlong.penalty=0.5"],
+    ),
     (
         ["trainer.epsilon_high=0.28"],
         "trainer.epsilon_high",
