@@ -200,6 +200,20 @@ class OverlongConfig:
 
 
 @dataclass
+class PpoConfig:
+    """PPO (Schulman et al. 2017) through Tunix's learner: a critic, GAE over the completion's tokens, value
+    clipping. The reward is given at the completion's last token; beta > 0 subtracts a KL penalty per token."""
+
+    critic: str | None = None  # the critic's checkpoint (same architecture as model); null: the actor's checkpoint
+    critic_learning_rate: float | None = None  # null: trainer.learning_rate (same schedule)
+    gamma: float = 1.0  # GAE discount
+    gae_lambda: float = 0.95
+    clip_range_value: float = 0.2  # the new value stays within this of the old one in the value loss
+    entropy_coef: float = 0.0  # > 0 adds an entropy bonus to the policy loss
+    kl_method: str = "low_var_kl"  # kl | mse_kl | low_var_kl: the per-token KL penalty (beta > 0)
+
+
+@dataclass
 class TrainerConfig:
     """The RL algorithm, optimizer, rollout sampling, evaluation and checkpoint cadence."""
 
@@ -207,7 +221,7 @@ class TrainerConfig:
     max_steps: int = 300  # GRPO steps (one rollout batch and one optimizer update each)
     epochs: int = 1  # passes over the train split available to max_steps
     batch_size: int = 8  # prompts per step
-    num_generations: int = 8  # completions per prompt (group size G)
+    num_generations: int = 8  # completions per prompt (group size G; PPO: 1)
     num_iterations: int = 1
     micro_batch_size: int | None = None  # prompts per forward/backward pass (gradient accumulation); null = batch
     rollout_micro_batch_size: int | None = None  # prompts per sampling call; null = batch
@@ -227,6 +241,7 @@ class TrainerConfig:
     loss_agg_mode: str = "sequence-mean-token-mean"
     dynamic_sampling: DynamicSamplingConfig = field(default_factory=DynamicSamplingConfig)
     overlong: OverlongConfig = field(default_factory=OverlongConfig)
+    ppo: PpoConfig = field(default_factory=PpoConfig)  # trainer=ppo only
     # rollout
     temperature: float = 1.0
     top_p: float = 1.0

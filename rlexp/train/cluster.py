@@ -1,7 +1,7 @@
 """Build Tunix objects from rlexp config: mesh, optimizer, rollout config, RLCluster, learner.
 
 Nothing here re-implements Tunix: it only translates the trainer / slice / model groups into
-Tunix's Python API (RLCluster, GRPOLearner, DAPOLearner, DrGRPOLearner).
+Tunix's Python API (RLCluster, GRPOLearner, DAPOLearner, DrGRPOLearner, PPOLearner).
 """
 
 from __future__ import annotations
@@ -276,6 +276,7 @@ def build_cluster(
     collector,
     run_dir: str,
     prompt_tokens: int | None = None,
+    critic: Any = None,
 ) -> Any:
     import orbax.checkpoint as ocp
     from tunix.rl import rl_cluster as rl
@@ -286,8 +287,15 @@ def build_cluster(
     t = cfg.trainer
     train_mesh, rollout_mesh = meshes
     role_to_mesh = {rl.Role.ACTOR: train_mesh, rl.Role.REFERENCE: train_mesh, rl.Role.ROLLOUT: rollout_mesh}
+    critic_optimizer = None
+    if critic is not None:  # trainer=ppo (rlexp.train.ppo): the critic trains on the actor's devices
+        from rlexp.train.ppo import critic_trainer_config
+
+        role_to_mesh[rl.Role.CRITIC] = train_mesh
+        critic_optimizer = build_optimizer(critic_trainer_config(t))
     training = rl.RLTrainingConfig(
         actor_optimizer=build_optimizer(t),
+        critic_optimizer=critic_optimizer,
         # one optimizer update per step; micro-batches accumulate gradients within it
         mini_batch_size=t.batch_size if t.micro_batch_size else None,
         train_micro_batch_size=t.micro_batch_size,
@@ -326,9 +334,16 @@ def build_cluster(
 
     perf = PerfMetricsConfig(custom_export_fn=PerfMetricsExport.from_cluster_config(cluster_config))
     cluster = recording_cluster_class()(
-        actor=actor, reference=reference, tokenizer=tokenizer, cluster_config=cluster_config, perf_config=perf
+        actor=actor,
+        critic=critic,
+        reference=reference,
+        tokenizer=tokenizer,
+        cluster_config=cluster_config,
+        perf_config=perf,
     )
     without_progress_bar(cluster.actor_trainer)  # the console's progress is rlexp's (session.progress)
+    if critic is not None:
+        without_progress_bar(cluster.critic_trainer)
     return cluster
 
 
@@ -365,6 +380,10 @@ def _algorithm_learner(cfg: RlexpConfig, cluster: Any, reward_fns: list, metric_
     from rlexp.train import dapo
 
     t = cfg.trainer
+    if t.algorithm == "ppo":
+        from rlexp.train.ppo import build_ppo_learner
+
+        return build_ppo_learner(cluster, t, reward_fns, metric_fns)
     learner_cls, algo = algorithm_config(t)
     # DAPOLearner appends Tunix's character-count shaping to the list it is given (off here): a copy
     args = (cluster, algo, list(reward_fns))
