@@ -93,7 +93,7 @@ CASES = [
     ),
     (["trainer=dapo", "trainer.epsilon_high=0.1"], "trainer.epsilon_high", ">= trainer.epsilon", ["trainer=dapo"]),
     (["trainer.resume=sometimes"], "trainer.resume", "auto, never", ["trainer.resume=never"]),
-    (["trainer.algorithm=ppo"], "trainer.algorithm", "grpo, dapo, drgrpo, gspo", ["trainer.algorithm=gspo"]),
+    (["trainer.algorithm=reinforce"], "trainer.algorithm", "grpo, dapo, drgrpo, gspo, ppo", ["trainer.algorithm=gspo"]),
     (["trainer.eval_prompts=500"], "trainer.eval_prompts", "eval split has 128 rows", ["trainer.eval_prompts=128"]),
     (["slice.mesh.fsdp=2"], "slice.mesh.fsdp", "fsdp x tp must equal the 1 trainer devices", ["slice.mesh.fsdp=-1"]),
     (
