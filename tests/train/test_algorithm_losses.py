@@ -58,11 +58,25 @@ def _logps(tiny: dict) -> np.ndarray:
     return np.asarray(out, np.float64)
 
 
+def _example(tiny: dict, advantages: np.ndarray, old_logps: np.ndarray) -> object:
+    """Tunix's TrainExample of the fixed batch with these advantages and old-policy log-probs (no reference)."""
+    import jax.numpy as jnp
+    from tunix.rl.grpo.grpo_learner import TrainExample
+
+    return TrainExample(
+        prompt_ids=jnp.asarray(tiny["prompts"]),
+        prompt_mask=jnp.asarray(tiny["prompts"] != 0),
+        completion_ids=jnp.asarray(tiny["completions"]),
+        completion_mask=jnp.asarray(tiny["completions"] != 0),
+        ref_per_token_logps=None,
+        advantages=jnp.asarray(advantages, jnp.float32),
+        old_per_token_logps=jnp.asarray(old_logps, jnp.float32),
+    )
+
+
 def _tunix_loss(tiny: dict, algorithm: str, overrides: list[str]) -> tuple[float, np.ndarray, np.ndarray, object]:
     """(loss, advantages, token mask, algo config) of rlexp's config for `algorithm` on the fixed batch."""
-    import jax.numpy as jnp
-    from tunix.rl import common, function_registry
-    from tunix.rl.grpo.grpo_learner import TrainExample
+    from tunix.rl import function_registry
 
     from rlexp.train.cluster import algorithm_config
 
@@ -71,20 +85,10 @@ def _tunix_loss(tiny: dict, algorithm: str, overrides: list[str]) -> tuple[float
     algo.temperature = 1.0
     advantages = function_registry.get_advantage_estimator(algo.advantage_estimator)(rewards=REWARDS, num_generations=G)
     mask = tiny["completions"] != 0
-    logps = _logps(tiny)
-    example = TrainExample(
-        prompt_ids=jnp.asarray(tiny["prompts"]),
-        prompt_mask=jnp.asarray(tiny["prompts"] != 0),
-        completion_ids=jnp.asarray(tiny["completions"]),
-        completion_mask=jnp.asarray(mask),
-        ref_per_token_logps=None,
-        advantages=jnp.asarray(advantages, jnp.float32),
-        old_per_token_logps=jnp.asarray(logps + SHIFT[:, None], jnp.float32),
-    )
+    example = _example(tiny, advantages, _logps(tiny) + SHIFT[:, None])
     loss_fn = function_registry.get_policy_loss_fn(algo.policy_loss_fn)
     with tiny["mesh"]:
         loss, _aux = loss_fn(tiny["model"], example, algo_config=algo, pad_id=0, eos_id=2)
-    assert common  # the log-probs above are Tunix's own function, the one its loss calls
     return float(loss), np.asarray(advantages, np.float64), mask, algo
 
 
@@ -125,9 +129,7 @@ def test_gspo_loss_is_the_papers_sequence_level_objective(tiny: dict) -> None:
 
 def test_gspo_ratio_is_per_sequence_not_per_token(tiny: dict) -> None:
     """With token log-ratios that differ inside a row, GSPO's ratio is exp(mean), where GRPO averages exp."""
-    import jax.numpy as jnp
     from tunix.rl import function_registry
-    from tunix.rl.grpo.grpo_learner import TrainExample
 
     from rlexp.train.cluster import algorithm_config
 
@@ -137,15 +139,7 @@ def test_gspo_ratio_is_per_sequence_not_per_token(tiny: dict) -> None:
     logps = _logps(tiny)
     shifts = np.linspace(-0.3, 0.3, mask.size).reshape(mask.shape) * mask
     adv = np.array([1.0, -1.0] * 4)
-    example = TrainExample(
-        prompt_ids=jnp.asarray(tiny["prompts"]),
-        prompt_mask=jnp.asarray(tiny["prompts"] != 0),
-        completion_ids=jnp.asarray(tiny["completions"]),
-        completion_mask=jnp.asarray(mask),
-        ref_per_token_logps=None,
-        advantages=jnp.asarray(adv, jnp.float32),
-        old_per_token_logps=jnp.asarray(logps + shifts, jnp.float32),
-    )
+    example = _example(tiny, adv, logps + shifts)
     with tiny["mesh"]:
         loss, _ = function_registry.get_policy_loss_fn("grpo")(
             tiny["model"], example, algo_config=algo, pad_id=0, eos_id=2
