@@ -109,6 +109,8 @@ def roofline_step_s(cfg: RlexpConfig) -> float | None:
     sequences = t.batch_size * t.num_generations
     tokens = sequences * (t.max_prompt_tokens + t.max_completion_tokens * cfg.cost.completion_fill)
     per_token = 6 + (2 if loads_reference_copy(t) or bool(t.beta) else 0)  # policy fwd+bwd, reference fwd
+    if t.algorithm == "ppo":  # the old policy's log-probs, the critic's values, the critic's fwd+bwd
+        per_token += 2 + 2 + 6
     train = per_token * active_params(m) * tokens * t.num_iterations / (train_chips * flops * MFU_TRAIN)
     return train + _rollout_seconds(cfg, t.batch_size, t.num_generations, rollout_chips)
 
