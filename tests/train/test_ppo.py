@@ -75,3 +75,22 @@ def test_ppo_trains_the_default_task(tmp_path: Path) -> None:
     assert rows[1]["score/mean"] != round(rows[1]["score/mean"])
     assert {"critic/loss", "critic/value_mean", "ppo/return_mean", "clip_fraction"} <= set(rows[2])
     assert rows[60]["critic/value_mean"] != 0.0  # the zero-initialised value head has learned
+
+
+@pytest.mark.slow  # builds the tiny model: ~3 s
+def test_critic_from_a_given_checkpoint_scores_each_position() -> None:
+    import jax
+    import numpy as np
+    from jax.sharding import AxisType, Mesh
+
+    from rlexp.models.critic import load_critic
+    from tests.helpers import REPO
+
+    folder = REPO / "rlexp" / "models" / "builtin" / "tiny"
+    conf = compose_conf(["trainer=ppo", f"trainer.ppo.critic={folder}"])
+    mesh = Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("fsdp", "tp"), axis_types=(AxisType.Auto,) * 2)
+    critic = load_critic(conf, mesh)
+    tokens = np.array([[1, 5, 6, 7]], np.int32)
+    scores = critic(tokens, np.arange(4)[None], None, np.tril(np.ones((1, 4, 4), bool)))
+    assert scores.shape == (1, 4, 1) and not np.asarray(scores).any()  # zero-initialised head: values start at 0
+    assert critic.value_head.kernel.value.shape == (conf.model.embed_dim, 1)
