@@ -50,6 +50,9 @@ DECODE_BW_EFF = 0.3  # share of HBM bandwidth a decode step reaches (weights and
 STEP_TIME_S: dict[tuple[str, str], tuple[float, str]] = {
     ("tiny", "cpu"): (0.056, "README: default run, 2-core CPU, steady state"),
 }
+PPO_STEP_TIME_S: dict[tuple[str, str], tuple[float, str]] = {
+    ("tiny", "cpu"): (0.10, "rlexp trainer=ppo, 2-core CPU, median step (docs/algorithms.md)"),
+}
 
 
 def accelerator(cfg: RlexpConfig) -> str:
@@ -140,6 +143,8 @@ def step_time(cfg: RlexpConfig) -> tuple[float | None, str]:
     if c.calibration:
         return calibrated_step_s(c.calibration), f"calibration {c.calibration}"
     measured = STEP_TIME_S.get((cfg.model.name, cfg.slice.name))
+    if cfg.trainer.algorithm == "ppo":  # a PPO step also trains the critic: GRPO's measured times do not apply
+        measured = PPO_STEP_TIME_S.get((cfg.model.name, cfg.slice.name))
     if measured:
         return measured[0], f"measured ({measured[1]})"
     rough = roofline_step_s(cfg)

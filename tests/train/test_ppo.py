@@ -29,7 +29,9 @@ def test_critic_is_in_the_memory_estimate() -> None:
     m = conf.model
     assert estimate_memory(conf)["critic"] == 4 * (param_count(m) + m.embed_dim + 1) * BYTES[m.param_dtype]
     assert estimate_memory(compose_conf())["critic"] == 0
-    from rlexp.config.cost import roofline_step_s
+    from rlexp.config.cost import roofline_step_s, step_time
+
+    assert step_time(compose_conf(["trainer=ppo"]))[0] > step_time(compose_conf())[0]  # measured, with the critic
 
     same = ["slice=v5p-8", "trainer.batch_size=64", "trainer.num_generations=1", "trainer.epochs=5"]
     assert roofline_step_s(compose_conf(["trainer=ppo", *same])) > roofline_step_s(compose_conf(same))  # the critic
