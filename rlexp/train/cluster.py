@@ -332,7 +332,7 @@ def build_cluster(
     from tunix.perf.export import PerfMetricsExport
     from tunix.perf.metrics import PerfMetricsConfig
 
-    perf = PerfMetricsConfig(custom_export_fn=PerfMetricsExport.from_cluster_config(cluster_config))
+    perf = PerfMetricsConfig(custom_export_fn=_quiet(PerfMetricsExport.from_cluster_config(cluster_config)))
     cluster = recording_cluster_class()(
         actor=actor,
         critic=critic,
@@ -345,6 +345,19 @@ def build_cluster(
     if critic is not None:
         without_progress_bar(cluster.critic_trainer)
     return cluster
+
+
+def _quiet(export: Any) -> Any:
+    """Tunix's perf export, without numpy's warnings over the spans a run has none of: with no reference model
+    (beta=0, DAPO) it averages an empty list of reference-inference times, a metric rlexp drops anyway."""
+    import warnings
+
+    def quiet(query: Any) -> Any:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "(Mean of empty slice|invalid value encountered)", RuntimeWarning)
+            return export(query)
+
+    return quiet
 
 
 def recording_cluster_class() -> type:
@@ -371,53 +384,11 @@ def recording_cluster_class() -> type:
 def build_learner(cfg: RlexpConfig, cluster: Any, reward_fns: list, metric_fns: list, refill: Any = None) -> Any:
     """Tunix's learner for trainer.algorithm, with trainer.rollout.async_rollout applied; `refill` (a callable
     returning the next batch of prompts) feeds dynamic sampling (rlexp.train.dapo)."""
-    learner = _algorithm_learner(cfg, cluster, reward_fns, metric_fns, refill)
+    from rlexp.train.algorithms import algorithm_learner
+
+    learner = algorithm_learner(cfg, cluster, reward_fns, metric_fns, refill)
     set_async_rollout(cfg, learner)
     return learner
-
-
-def _algorithm_learner(cfg: RlexpConfig, cluster: Any, reward_fns: list, metric_fns: list, refill: Any) -> Any:
-    from rlexp.train import dapo
-
-    t = cfg.trainer
-    if t.algorithm == "ppo":
-        from rlexp.train.ppo import build_ppo_learner
-
-        return build_ppo_learner(cluster, t, reward_fns, metric_fns)
-    learner_cls, algo = algorithm_config(t)
-    # DAPOLearner appends Tunix's character-count shaping to the list it is given (off here): a copy
-    args = (cluster, algo, list(reward_fns))
-    if t.dynamic_sampling.enabled or t.overlong.enabled:
-        return dapo.learner_class(learner_cls)(*args, metric_fns=metric_fns, trainer=t, refill=refill)
-    return learner_cls(*args, metric_fns=metric_fns)
-
-
-def algorithm_config(t: TrainerConfig) -> tuple[type, Any]:
-    """(Tunix learner class, its algorithm config) for trainer.algorithm: the one place the loss is chosen."""
-    common = dict(num_generations=t.num_generations, num_iterations=t.num_iterations, epsilon=t.epsilon)
-    if t.algorithm == "dapo":
-        from tunix.rl.grpo.dapo_learner import DAPOConfig, DAPOLearner
-
-        # Tunix's own dynamic sampling is a TODO and its overlong shaping counts characters: rlexp.train.dapo
-        # does both as the paper does, so Tunix's are off.
-        algo = DAPOConfig(
-            **common,
-            epsilon_high=t.epsilon_high or t.epsilon,
-            loss_agg_mode=t.loss_agg_mode,
-            dynamic_sampling=False,
-            overlong_buffer={"enable": False},
-        )
-        # DAPO has no KL term; Tunix 0.1.7 tests `beta != 0.0`, so its None would still run the reference model
-        algo.beta = 0.0
-        return DAPOLearner, algo
-    if t.algorithm == "drgrpo":
-        from tunix.rl.grpo.drgrpo_learner import DrGRPOConfig, DrGRPOLearner
-
-        return DrGRPOLearner, DrGRPOConfig(**common, beta=t.beta, loss_agg_mode=t.loss_agg_mode)
-    from tunix.rl.grpo.grpo_learner import GRPOConfig, GRPOLearner
-
-    loss_algo = "gspo-token" if t.algorithm == "gspo" else "grpo"
-    return GRPOLearner, GRPOConfig(**common, beta=t.beta, loss_algo=loss_algo, loss_agg_mode=t.loss_agg_mode)
 
 
 def set_async_rollout(cfg: RlexpConfig, learner: Any) -> None:

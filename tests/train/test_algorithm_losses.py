@@ -78,7 +78,7 @@ def _tunix_loss(tiny: dict, algorithm: str, overrides: list[str]) -> tuple[float
     """(loss, advantages, token mask, algo config) of rlexp's config for `algorithm` on the fixed batch."""
     from tunix.rl import function_registry
 
-    from rlexp.train.cluster import algorithm_config
+    from rlexp.train.algorithms import algorithm_config
 
     t = compose_conf([f"trainer={algorithm}", *overrides]).trainer
     _, algo = algorithm_config(t)
@@ -131,7 +131,7 @@ def test_gspo_ratio_is_per_sequence_not_per_token(tiny: dict) -> None:
     """With token log-ratios that differ inside a row, GSPO's ratio is exp(mean), where GRPO averages exp."""
     from tunix.rl import function_registry
 
-    from rlexp.train.cluster import algorithm_config
+    from rlexp.train.algorithms import algorithm_config
 
     _, algo = algorithm_config(compose_conf(["trainer=gspo", "trainer.beta=0"]).trainer)
     algo.temperature = 1.0
