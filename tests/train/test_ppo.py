@@ -30,6 +30,9 @@ def test_critic_is_in_the_memory_estimate() -> None:
     assert estimate_memory(conf)["critic"] == 4 * (param_count(m) + m.embed_dim + 1) * BYTES[m.param_dtype]
     assert estimate_memory(compose_conf())["critic"] == 0
     from rlexp.config.cost import roofline_step_s, step_time
+    from rlexp.config.flops import passes_per_token
+
+    assert passes_per_token(compose_conf(["trainer=ppo"])) == 1 + 1 + 3 + 2 + 3  # rollout, reference, actor, critic
 
     assert step_time(compose_conf(["trainer=ppo"]))[0] > step_time(compose_conf())[0]  # measured, with the critic
 
