@@ -50,6 +50,9 @@ DECODE_BW_EFF = 0.3  # share of HBM bandwidth a decode step reaches (weights and
 STEP_TIME_S: dict[tuple[str, str], tuple[float, str]] = {
     ("tiny", "cpu"): (0.056, "README: default run, 2-core CPU, steady state"),
 }
+PPO_STEP_TIME_S: dict[tuple[str, str], tuple[float, str]] = {
+    ("tiny", "cpu"): (0.10, "rlexp trainer=ppo, 2-core CPU, median step (docs/algorithms.md)"),
+}
 
 
 def accelerator(cfg: RlexpConfig) -> str:
@@ -108,7 +111,9 @@ def roofline_step_s(cfg: RlexpConfig) -> float | None:
     rollout_chips = (s.rollout_devices or trainer_devices(s)) * n_slices
     sequences = t.batch_size * t.num_generations
     tokens = sequences * (t.max_prompt_tokens + t.max_completion_tokens * cfg.cost.completion_fill)
-    per_token = 6 + (2 if loads_reference_copy(t) or t.beta > 0 else 0)  # policy fwd+bwd, reference fwd
+    per_token = 6 + (2 if loads_reference_copy(t) or bool(t.beta) else 0)  # policy fwd+bwd, reference fwd
+    if t.algorithm == "ppo":  # the old policy's log-probs, the critic's values, the critic's fwd+bwd
+        per_token += 2 + 2 + 6
     train = per_token * active_params(m) * tokens * t.num_iterations / (train_chips * flops * MFU_TRAIN)
     return train + _rollout_seconds(cfg, t.batch_size, t.num_generations, rollout_chips)
 
@@ -138,6 +143,8 @@ def step_time(cfg: RlexpConfig) -> tuple[float | None, str]:
     if c.calibration:
         return calibrated_step_s(c.calibration), f"calibration {c.calibration}"
     measured = STEP_TIME_S.get((cfg.model.name, cfg.slice.name))
+    if cfg.trainer.algorithm == "ppo":  # a PPO step also trains the critic: GRPO's measured times do not apply
+        measured = PPO_STEP_TIME_S.get((cfg.model.name, cfg.slice.name))
     if measured:
         return measured[0], f"measured ({measured[1]})"
     rough = roofline_step_s(cfg)

@@ -32,9 +32,8 @@ def resolve_mesh(s: SliceConfig) -> tuple[int, int]:
 
 
 def needs_reference(t: TrainerConfig) -> bool:
-    """Whether the loss needs a frozen reference policy: for the KL term (beta > 0), and always for
-    Tunix's DAPO learner, which computes reference log-probs even when KL is only logged."""
-    return t.beta > 0 or t.algorithm == "dapo"
+    """Whether the loss needs a frozen reference policy: for the KL term (beta > 0; DAPO has none)."""
+    return bool(t.beta)
 
 
 def loads_reference_copy(t: TrainerConfig) -> bool:

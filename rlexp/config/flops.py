@@ -28,7 +28,9 @@ def forward_flops_per_token(m: ModelConfig, seq_len: float) -> float:
 def passes_per_token(cfg: RlexpConfig) -> float:
     """Forward-pass equivalents a step spends on each token: rollout 1, reference 1 (if used), update 3 each."""
     t = cfg.trainer
-    return 1.0 + (1.0 if needs_reference(t) else 0.0) + 3.0 * t.num_iterations
+    # PPO also runs the old policy and the critic over each token, and trains the critic (fwd + bwd)
+    ppo = 2.0 + 3.0 * t.num_iterations if t.algorithm == "ppo" else 0.0
+    return 1.0 + (1.0 if needs_reference(t) else 0.0) + 3.0 * t.num_iterations + ppo
 
 
 def step_flops(cfg: RlexpConfig, completion_tokens: float) -> tuple[float, float]:

@@ -41,7 +41,8 @@ def register_configs() -> None:
     cs.store(group="slice", name="tpu_schema", node=tpu_slice_node())
     # TPU slices select hydra/launcher=gke in their defaults list, so it must exist whenever slices compose
     cs.store(group="hydra/launcher", name="gke", node=GkeLauncherConf, provider="rlexp")
-    cs.store(group="hydra/sweeper", name="rlexp", node=SweeperConf, provider="rlexp")  # default: conf/hydra_choices.yaml
+    # the default sweeper: conf/hydra_choices.yaml
+    cs.store(group="hydra/sweeper", name="rlexp", node=SweeperConf, provider="rlexp")
 
 
 def to_config(cfg: DictConfig | dict) -> RlexpConfig:

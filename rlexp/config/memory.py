@@ -132,6 +132,8 @@ def estimate_memory(cfg: RlexpConfig) -> dict[str, Any]:
     optimizer = 2 * trainable * p_bytes // chips
     gradients = trainable * p_bytes // chips
     reference = n_params * p_bytes // chips if loads_reference_copy(t) else 0
+    # PPO's critic: the same architecture and a value head, trained in full (weights, AdamW moments, gradients)
+    critic = 4 * (n_params + m.embed_dim + 1) * p_bytes // chips if t.algorithm == "ppo" else 0
     tokens = t.max_prompt_tokens + t.max_completion_tokens
     sequences = t.batch_size * t.num_generations
     sampler_dp = s.rollout_devices // tp if s.rollout_devices else fsdp
@@ -140,7 +142,7 @@ def estimate_memory(cfg: RlexpConfig) -> dict[str, Any]:
     micro_per_chip = -(-micro // fsdp)
     layer_io = (1 if m.remat == "full" else 12) * micro_per_chip * tokens * m.embed_dim * BYTES[m.dtype]
     activations = m.num_layers * layer_io // tp + 2 * micro_per_chip * tokens * m.vocab_size * 4 // tp
-    total = params + optimizer + gradients + reference + kv_cache + activations
+    total = params + optimizer + gradients + reference + critic + kv_cache + activations
     out: dict[str, Any] = {
         "model": m.name,
         "slice": s.name,
@@ -152,6 +154,7 @@ def estimate_memory(cfg: RlexpConfig) -> dict[str, Any]:
         "optimizer": optimizer,
         "gradients": gradients,
         "reference": reference,
+        "critic": critic,
         "kv_cache": kv_cache,
         "activations": activations,
         "total": total,
@@ -164,7 +167,7 @@ def estimate_memory(cfg: RlexpConfig) -> dict[str, Any]:
 
 def format_estimate(est: dict[str, Any]) -> str:
     """One line per component in GiB, for the preflight and launcher dry runs."""
-    keys = ("params", "optimizer", "gradients", "reference", "kv_cache", "activations", "total")
+    keys = ("params", "optimizer", "gradients", "reference", "critic", "kv_cache", "activations", "total")
     parts = [f"{k} {est[k] / GIB:.2f}" for k in keys]
     cap = est["capacity"]
     cap_s = f"{cap / GIB:.1f} GiB" if cap else "unknown"
@@ -179,12 +182,13 @@ def check_fits(cfg: RlexpConfig) -> dict[str, Any]:
     est = estimate_memory(cfg)
     cap = est["capacity"]
     if cap and est["total"] > cap:
-        parts = ("params", "optimizer", "gradients", "reference", "kv_cache", "activations")
+        parts = ("params", "optimizer", "gradients", "reference", "critic", "kv_cache", "activations")
         largest = max(parts, key=lambda k: est[k])
         fixes = {
             "activations": "fewer or shorter sequences per training step, or model.remat=full",
             "kv_cache": "fewer or shorter rollouts (batch_size x num_generations, max_completion_tokens)",
             "reference": "trainer.beta=0 (no reference model) or trainer.lora.rank > 0",
+            "critic": "a larger slice (the critic is trained in full, LoRA or not)",
         }.get(largest, "a larger slice or trainer.lora.rank > 0")
         if largest not in ("activations", "kv_cache", "reference") and cfg.model.param_dtype == "float32":
             fixes += ", or model.param_dtype=bfloat16"

@@ -181,14 +181,47 @@ class EvalStrategies:
 
 
 @dataclass
+class DynamicSamplingConfig:
+    """DAPO's dynamic sampling (Yu et al. 2025, eq. 11): drop prompt groups whose rewards are all equal (their
+    advantages are zero, so they teach nothing) and refill the batch with groups sampled from more prompts."""
+
+    enabled: bool = False  # trainer=dapo turns it on, as the paper's recipe
+    max_rounds: int = 3  # extra sampling rounds per batch at most; a batch still short keeps some dropped groups
+
+
+@dataclass
+class OverlongConfig:
+    """DAPO's soft overlong punishment (Yu et al. 2025, eq. 13), in tokens of the completion: 0 up to
+    max_completion_tokens - buffer_tokens, then falling linearly to -penalty at max_completion_tokens."""
+
+    enabled: bool = False  # trainer=dapo turns it on, as the paper's recipe
+    buffer_tokens: int | None = None  # L_cache; null: a fifth of trainer.max_completion_tokens (the paper's 4096/20480)
+    penalty: float = 1.0  # the shaping term's value at the budget's end is -penalty
+
+
+@dataclass
+class PpoConfig:
+    """PPO (Schulman et al. 2017) through Tunix's learner: a critic, GAE over the completion's tokens, value
+    clipping. The reward is given at the completion's last token; beta > 0 subtracts a KL penalty per token."""
+
+    critic: str | None = None  # the critic's checkpoint (same architecture as model); null: the actor's checkpoint
+    critic_learning_rate: float | None = None  # null: trainer.learning_rate (same schedule)
+    gamma: float = 1.0  # GAE discount
+    gae_lambda: float = 0.95
+    clip_range_value: float = 0.2  # the new value stays within this of the old one in the value loss
+    entropy_coef: float = 0.0  # > 0 adds an entropy bonus to the policy loss
+    kl_method: str = "low_var_kl"  # kl | mse_kl | low_var_kl: the per-token KL penalty (beta > 0)
+
+
+@dataclass
 class TrainerConfig:
     """The RL algorithm, optimizer, rollout sampling, evaluation and checkpoint cadence."""
 
-    algorithm: str = MISSING  # grpo | dapo | drgrpo | gspo
+    algorithm: str = MISSING  # grpo | dapo | drgrpo | gspo | ppo
     max_steps: int = 300  # GRPO steps (one rollout batch and one optimizer update each)
     epochs: int = 1  # passes over the train split available to max_steps
     batch_size: int = 8  # prompts per step
-    num_generations: int = 8  # completions per prompt (group size G)
+    num_generations: int = 8  # completions per prompt (group size G; PPO: 1)
     num_iterations: int = 1
     micro_batch_size: int | None = None  # prompts per forward/backward pass (gradient accumulation); null = batch
     rollout_micro_batch_size: int | None = None  # prompts per sampling call; null = batch
@@ -202,10 +235,13 @@ class TrainerConfig:
     weight_decay: float = 0.0
     grad_clip: float = 1.0  # global-norm clipping; 0 disables
     # loss
-    beta: float = 0.04  # KL coefficient; 0 skips the reference model
+    beta: float | None = 0.04  # KL coefficient; 0 skips the reference model; DAPO has none (null, refused if set)
     epsilon: float = 0.2
     epsilon_high: float | None = None  # DAPO clip-higher
     loss_agg_mode: str = "sequence-mean-token-mean"
+    dynamic_sampling: DynamicSamplingConfig = field(default_factory=DynamicSamplingConfig)
+    overlong: OverlongConfig = field(default_factory=OverlongConfig)
+    ppo: PpoConfig = field(default_factory=PpoConfig)  # trainer=ppo only
     # rollout
     temperature: float = 1.0
     top_p: float = 1.0

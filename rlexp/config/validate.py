@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from rlexp.config.algorithm_rules import check_critic_family
 from rlexp.config.derived import resolve_mesh
 from rlexp.config.family_rules import check_model_option
 from rlexp.config.memory import check_fits
@@ -16,7 +17,7 @@ from rlexp.config.schema import RlexpConfig, TrainerConfig
 from rlexp.config.values import check_values
 from rlexp.errors import ConfigError
 
-ALGORITHMS = ("grpo", "dapo", "drgrpo", "gspo")
+ALGORITHMS = ("grpo", "dapo", "drgrpo", "gspo", "ppo")
 LOSS_AGG_MODES = (
     "token-mean",
     "sequence-mean-token-mean",
@@ -57,9 +58,9 @@ def _check_trainer(t: TrainerConfig) -> None:
         _positive(f"trainer.{key}", getattr(t, key))
     for key in ("eval_samples", "samples_every", "checkpoint_every", "keep_checkpoints"):
         _positive(f"trainer.{key}", getattr(t, key))
-    for key in ("beta", "weight_decay", "grad_clip", "final_lr_ratio"):
+    for key in ("weight_decay", "grad_clip", "final_lr_ratio"):
         _positive(f"trainer.{key}", getattr(t, key), allow_zero=True)
-    if t.num_generations < 2:
+    if t.num_generations < 2 and t.algorithm != "ppo":  # PPO's one completion: rlexp.config.algorithm_rules
         raise ConfigError("trainer.num_generations", t.num_generations, "GRPO needs >= 2 completions per prompt")
     if not 0 <= t.warmup_ratio < 1:
         raise ConfigError("trainer.warmup_ratio", t.warmup_ratio, "use a fraction in [0, 1)")
@@ -117,6 +118,7 @@ def validate(cfg: RlexpConfig) -> None:
     _choice("model.param_dtype", m.param_dtype, DTYPES)
     _choice("model.remat", m.remat, ("none", "full"))
     check_model_option(m)  # source, family, extras, base vs -it hub id
+    check_critic_family(t, m)  # PPO's critic reads hidden states only some Tunix models expose
     _choice("slice.kind", s.kind, ("cpu", "gpu", "tpu"))
     _positive("slice.devices", s.devices)
     if not 0 <= s.rollout_devices < s.devices:

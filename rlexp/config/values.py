@@ -12,6 +12,7 @@ import difflib
 import math
 from typing import Any
 
+from rlexp.config.algorithm_rules import check_algorithm_keys
 from rlexp.config.schema import RlexpConfig
 from rlexp.errors import ConfigError
 from rlexp.perf import PATCHES as PERF_PATCHES
@@ -93,6 +94,7 @@ def check_values(cfg: RlexpConfig) -> None:
         if value not in allowed:
             raise ConfigError(key, value, f"use one of {', '.join(allowed)}")
     t, d, s, v = cfg.trainer, cfg.dataset, cfg.slice, cfg.validate
+    check_algorithm_keys(t)  # DAPO's missing KL key, its dynamic sampling and overlong shaping
     _between("trainer.adam_b1", t.adam_b1, 0, 1, hi_open=True)
     _between("trainer.adam_b2", t.adam_b2, 0, 1, hi_open=True)
     if t.lora.rank > 0 and t.lora.alpha <= 0:

@@ -141,7 +141,9 @@ def proxy_flags(conf: GkeLauncherConf) -> list[str]:
         if not text or any(c.isspace() for c in text) or "$(" in text:
             # xpk split such strings on spaces; here one element is one argument, so a space is a mistake
             raise ConfigError(
-                "hydra.launcher.proxy_xla_flags", flag, "give one flag per list element, e.g. [--xla_foo=1, --xla_bar=2]"
+                "hydra.launcher.proxy_xla_flags",
+                flag,
+                "give one flag per list element, e.g. [--xla_foo=1, --xla_bar=2]",
             )
         out.append(text if text.startswith("--") else f"--{text}")
     return out

@@ -45,7 +45,6 @@ def rope_inv_freq(head_dim: int, theta: float, scaling: dict[str, Any] | None = 
     return tuple(float(x) for x in inv.astype(np.float32))
 
 
-
 class _RopeScope:
     rope_inv_freq: tuple[float, ...]
 

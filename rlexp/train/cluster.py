@@ -1,7 +1,7 @@
 """Build Tunix objects from rlexp config: mesh, optimizer, rollout config, RLCluster, learner.
 
 Nothing here re-implements Tunix: it only translates the trainer / slice / model groups into
-Tunix's Python API (RLCluster, GRPOLearner, DAPOLearner, DrGRPOLearner).
+Tunix's Python API (RLCluster, GRPOLearner, DAPOLearner, DrGRPOLearner, PPOLearner).
 """
 
 from __future__ import annotations
@@ -276,6 +276,7 @@ def build_cluster(
     collector,
     run_dir: str,
     prompt_tokens: int | None = None,
+    critic: Any = None,
 ) -> Any:
     import orbax.checkpoint as ocp
     from tunix.rl import rl_cluster as rl
@@ -286,8 +287,15 @@ def build_cluster(
     t = cfg.trainer
     train_mesh, rollout_mesh = meshes
     role_to_mesh = {rl.Role.ACTOR: train_mesh, rl.Role.REFERENCE: train_mesh, rl.Role.ROLLOUT: rollout_mesh}
+    critic_optimizer = None
+    if critic is not None:  # trainer=ppo (rlexp.train.ppo): the critic trains on the actor's devices
+        from rlexp.train.ppo import critic_trainer_config
+
+        role_to_mesh[rl.Role.CRITIC] = train_mesh
+        critic_optimizer = build_optimizer(critic_trainer_config(t))
     training = rl.RLTrainingConfig(
         actor_optimizer=build_optimizer(t),
+        critic_optimizer=critic_optimizer,
         # one optimizer update per step; micro-batches accumulate gradients within it
         mini_batch_size=t.batch_size if t.micro_batch_size else None,
         train_micro_batch_size=t.micro_batch_size,
@@ -324,40 +332,63 @@ def build_cluster(
     from tunix.perf.export import PerfMetricsExport
     from tunix.perf.metrics import PerfMetricsConfig
 
-    perf = PerfMetricsConfig(custom_export_fn=PerfMetricsExport.from_cluster_config(cluster_config))
-    cluster = rl.RLCluster(
-        actor=actor, reference=reference, tokenizer=tokenizer, cluster_config=cluster_config, perf_config=perf
+    perf = PerfMetricsConfig(custom_export_fn=_quiet(PerfMetricsExport.from_cluster_config(cluster_config)))
+    cluster = recording_cluster_class()(
+        actor=actor,
+        critic=critic,
+        reference=reference,
+        tokenizer=tokenizer,
+        cluster_config=cluster_config,
+        perf_config=perf,
     )
     without_progress_bar(cluster.actor_trainer)  # the console's progress is rlexp's (session.progress)
+    if critic is not None:
+        without_progress_bar(cluster.critic_trainer)
     return cluster
 
 
-def build_learner(cfg: RlexpConfig, cluster: Any, reward_fns: list, metric_fns: list) -> Any:
-    """Tunix's learner for trainer.algorithm, with trainer.rollout.async_rollout applied."""
-    learner = _algorithm_learner(cfg, cluster, reward_fns, metric_fns)
+def _quiet(export: Any) -> Any:
+    """Tunix's perf export, without numpy's warnings over the spans a run has none of: with no reference model
+    (beta=0, DAPO) it averages an empty list of reference-inference times, a metric rlexp drops anyway."""
+    import warnings
+
+    def quiet(query: Any) -> Any:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "(Mean of empty slice|invalid value encountered)", RuntimeWarning)
+            return export(query)
+
+    return quiet
+
+
+def recording_cluster_class() -> type:
+    """Tunix's RLCluster, keeping the token count of each completion of this thread's last rollout: DAPO's
+    overlong shaping counts tokens (reward functions see only text). Built on first use: Tunix is slow to import."""
+    import threading
+
+    from tunix.rl import rl_cluster as rl
+
+    class RecordingCluster(rl.RLCluster):
+        _lengths = threading.local()  # rollouts run in Tunix's data thread, evals in the training one
+
+        def generate(self, *args: Any, **kwargs: Any) -> Any:
+            out = super().generate(*args, **kwargs)
+            self._lengths.value = [len(ids) for ids in out.tokens]
+            return out
+
+        def completion_lengths(self) -> list[int]:
+            return self._lengths.value
+
+    return RecordingCluster
+
+
+def build_learner(cfg: RlexpConfig, cluster: Any, reward_fns: list, metric_fns: list, refill: Any = None) -> Any:
+    """Tunix's learner for trainer.algorithm, with trainer.rollout.async_rollout applied; `refill` (a callable
+    returning the next batch of prompts) feeds dynamic sampling (rlexp.train.dapo)."""
+    from rlexp.train.algorithms import algorithm_learner
+
+    learner = algorithm_learner(cfg, cluster, reward_fns, metric_fns, refill)
     set_async_rollout(cfg, learner)
     return learner
-
-
-def _algorithm_learner(cfg: RlexpConfig, cluster: Any, reward_fns: list, metric_fns: list) -> Any:
-    t = cfg.trainer
-    common = dict(num_generations=t.num_generations, num_iterations=t.num_iterations, epsilon=t.epsilon)
-    if t.algorithm == "dapo":
-        from tunix.rl.grpo.dapo_learner import DAPOConfig, DAPOLearner
-
-        algo = DAPOConfig(**common, epsilon_high=t.epsilon_high or t.epsilon, loss_agg_mode=t.loss_agg_mode)
-        # DAPO has no KL term, but Tunix 0.1.7 still needs the reference role (it tests beta != 0.0).
-        return DAPOLearner(cluster, algo, reward_fns, metric_fns=metric_fns)
-    if t.algorithm == "drgrpo":
-        from tunix.rl.grpo.drgrpo_learner import DrGRPOConfig, DrGRPOLearner
-
-        algo = DrGRPOConfig(**common, beta=t.beta, loss_agg_mode=t.loss_agg_mode)
-        return DrGRPOLearner(cluster, algo, reward_fns, metric_fns=metric_fns)
-    from tunix.rl.grpo.grpo_learner import GRPOConfig, GRPOLearner
-
-    loss_algo = "gspo-token" if t.algorithm == "gspo" else "grpo"
-    algo = GRPOConfig(**common, beta=t.beta, loss_algo=loss_algo, loss_agg_mode=t.loss_agg_mode)
-    return GRPOLearner(cluster, algo, reward_fns, metric_fns=metric_fns)
 
 
 def set_async_rollout(cfg: RlexpConfig, learner: Any) -> None:

@@ -37,6 +37,18 @@ TUNIX_TO_RLEXP = {
     "actor/train/learning_rate": "lr",
     "perf/train/mean/rollout_time": "perf/rollout_time_sec",
     "perf/train/global_step_time": "perf/tunix_step_time_sec",
+    # PPO (Tunix's PPOLearner): its rollout metrics under their own names, and the critic's training
+    "generation/train/completions/mean_length": "completions/mean_length",
+    "generation/train/completions/max_length": "completions/max_length",
+    "generation/train/completions/min_length": "completions/min_length",
+    "rewards/train/reward/mean": "ppo/reward_mean",  # the score less the KL penalty (beta > 0)
+    "rewards/train/reward_kl_penalty": "ppo/kl_penalty",
+    "advantages/train/returns/mean": "ppo/return_mean",
+    "advantages/train/old_values/mean": "ppo/value_mean",
+    "critic/train/loss": "critic/loss",
+    "critic/train/grad_norm": "critic/grad_norm",
+    "critic/train/vpred_mean": "critic/value_mean",
+    "critic/train/vf_clipfrac": "critic/clip_fraction",
     # Async rollout (trainer.rollout.async_rollout): seconds the actor waited for the next rollout batch.
     "global/train/actor_dequeue_time": "perf/actor_dequeue_time_sec",
 }
@@ -100,9 +112,9 @@ class MetricsCollector:
         if arr.size == 0:
             return
         v = float(arr[0]) if arr.size == 1 else float(arr.mean())
-        # Actor metrics arrive at the 1-based train step, perf metrics after the global step count
+        # Actor (and PPO's critic) metrics arrive at the 1-based train step, perf metrics after the global step count
         # was incremented (also 1-based); rollout/reward metrics at the 0-based global step.
-        step = int(step) if event.startswith(("actor/", "perf/")) else int(step) + 1
+        step = int(step) if event.startswith(("actor/", "critic/", "perf/")) else int(step) + 1
         with self._lock:
             self._by_step[step][name] = v
 

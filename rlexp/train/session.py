@@ -108,6 +108,14 @@ class TrainingSession:
         reference = load_model(self.conf.model, self.meshes[0]) if loads_reference_copy(t) else None
         return base, reference
 
+    def _load_critic(self) -> Any:
+        """PPO's value model (rlexp.models.critic); None for the other algorithms."""
+        if self.conf.trainer.algorithm != "ppo":
+            return None
+        from rlexp.models.critic import load_critic
+
+        return load_critic(self.conf, self.meshes[0])
+
     def _spawn_tracker(self) -> TrackerProcess | None:
         if not self.primary or self.conf.logger.name == "none":
             return None
@@ -119,11 +127,20 @@ class TrainingSession:
 
         return self.conf, self.run_dir, resolved, run_context(self.conf)
 
+    def _refill(self) -> Any:
+        """Dynamic sampling's further prompts: the train split in its own shuffled order (seeded apart from the
+        training order, a new order each pass), so the training order and its resume stay as without it."""
+        from rlexp.train.dapo import cycle_batches
+
+        t = self.conf.trainer
+        return cycle_batches(lambda n: batches(self.train_rows, t.batch_size, 1, self.conf.seed + 7919 * (n + 1)))
+
     # -- hook callbacks -----------------------------------------------------------------------
     def metric_fn(self, prompts, completions, rewards, advantages, **fields):  # noqa: ANN001, ANN201
         """Tunix metric_fn: reward statistics and samples of the step being rolled out."""
         step = self.cluster.global_steps + 1
-        out = group_stats(rewards, self.conf.trainer.num_generations)
+        g = self.conf.trainer.num_generations
+        out = group_stats(rewards, g) if g > 1 else {"rewards/std": float(np.std(rewards))}  # PPO: no groups
         per_sample = {k: list(v) for k, v in self.rewards.stats.values.items()}
         try:
             out.update(self.rewards.step_metrics())
@@ -255,6 +272,7 @@ class TrainingSession:
             self._load_data(tokenizer)
             probe_services(self.conf.reward.functions)  # a judge that does not answer fails before any weights
             actor, reference = self._load_models()
+            critic = self._load_critic()
             resolved = OmegaConf.to_container(self.cfg, resolve=True)
             if self.primary:  # once data and models passed their checks: a refused run leaves no record
                 storage.write_text(self.path("config.yaml"), OmegaConf.to_yaml(self.cfg, resolve=True))
@@ -273,9 +291,9 @@ class TrainingSession:
         # the cluster restores the newest checkpoint: a damaged one is set aside first (rlexp.train.checkpoints)
         with restorable(self.run_dir, can_move=self.primary and jax.process_count() == 1):
             self.cluster = build_cluster(
-                self.conf, actor, reference, tokenizer, self.meshes, self.collector, self.run_dir, prompt_tokens=width
+                self.conf, actor, reference, tokenizer, self.meshes, self.collector, self.run_dir, width, critic
             )
-        learner = build_learner(self.conf, self.cluster, self.rewards.fns, [self.metric_fn])
+        learner = build_learner(self.conf, self.cluster, self.rewards.fns, [self.metric_fn], refill=self._refill())
         self.cluster.actor_trainer.with_training_hooks(StepHooks(self))
         self.clock.time_saves(self.cluster.actor_trainer.checkpoint_manager, t.checkpoint_every)
         self.clock.time_close(self.cluster)

@@ -1,4 +1,3 @@
-
 """Tunix internals rlexp works around (rlexp.compat.tunix): the package `__init__` runs only when a top-level name
 is asked for."""
 

@@ -18,7 +18,7 @@ GROUPS = [g for g in GROUP_SCHEMAS if (Path(CONF_DIR) / g).is_dir()]
 def test_every_group_has_options() -> None:
     for group in ("model", "dataset", "slice", "reward", "chat_template", "trainer", "logger"):
         assert conf_options(group), f"conf/{group}/ has no options"
-    assert set(conf_options("trainer")) >= {"grpo", "dapo", "drgrpo", "gspo"}
+    assert set(conf_options("trainer")) >= {"grpo", "dapo", "drgrpo", "gspo", "ppo"}
 
 
 @pytest.mark.parametrize(("group", "option"), [(g, o) for g in GROUPS for o in conf_options(g)])
@@ -46,7 +46,7 @@ def test_default_is_the_documented_composition() -> None:
     validate(conf)
 
 
-@pytest.mark.parametrize("algorithm", ["grpo", "dapo", "drgrpo", "gspo"])
+@pytest.mark.parametrize("algorithm", ["grpo", "dapo", "drgrpo", "gspo", "ppo"])
 def test_trainer_options_validate_with_default_groups(algorithm: str) -> None:
     conf = compose_conf([f"trainer={algorithm}"])
     assert conf.trainer.algorithm == algorithm

@@ -71,6 +71,20 @@ CASES = [
     (["trainer.top_k=0"], "trainer.top_k", "null", ["trainer.top_k=50"]),
     (["trainer.epsilon=1.5"], "trainer.epsilon", "(0, 1)", ["trainer.epsilon=0.3"]),
     (["trainer.beta=-0.1"], "trainer.beta", ">= 0", ["trainer.beta=0"]),
+    (["trainer=dapo", "trainer.beta=0.04"], "trainer.beta", "no KL term", ["trainer=dapo"]),
+    (["trainer.beta=null"], "trainer.beta", "needs a KL coefficient", ["trainer.beta=0"]),
+    (
+        ["trainer=dapo", "trainer.dynamic_sampling.max_rounds=-1"],
+        "trainer.dynamic_sampling.max_rounds",
+        "use 0",
+        ["trainer=dapo", "trainer.dynamic_sampling.max_rounds=0"],
+    ),
+    (
+        ["trainer=dapo", "trainer.overlong.penalty=-1"],
+        "trainer.overlong.penalty",
+        ">= 0",
+        ["trainer=dapo", "trainer.overlong.penalty=0.5"],
+    ),
     (
         ["trainer.epsilon_high=0.28"],
         "trainer.epsilon_high",
@@ -79,7 +93,7 @@ CASES = [
     ),
     (["trainer=dapo", "trainer.epsilon_high=0.1"], "trainer.epsilon_high", ">= trainer.epsilon", ["trainer=dapo"]),
     (["trainer.resume=sometimes"], "trainer.resume", "auto, never", ["trainer.resume=never"]),
-    (["trainer.algorithm=ppo"], "trainer.algorithm", "grpo, dapo, drgrpo, gspo", ["trainer.algorithm=gspo"]),
+    (["trainer.algorithm=reinforce"], "trainer.algorithm", "grpo, dapo, drgrpo, gspo, ppo", ["trainer.algorithm=gspo"]),
     (["trainer.eval_prompts=500"], "trainer.eval_prompts", "eval split has 128 rows", ["trainer.eval_prompts=128"]),
     (["slice.mesh.fsdp=2"], "slice.mesh.fsdp", "fsdp x tp must equal the 1 trainer devices", ["slice.mesh.fsdp=-1"]),
     (

@@ -15,6 +15,8 @@ from tests.helpers import REPO
 IMPORT_PROBE = """
 import json
 import rlexp.models.loader, rlexp.models.tunix_text, rlexp.models.gemma4, rlexp.models.lora, rlexp.train.cluster
+import rlexp.models.critic, rlexp.train.dapo, rlexp.train.ppo
+from tunix.rl.ppo import ppo_learner
 from tunix.models.gemma4 import model as gemma4
 from tunix.models.llama3 import model as llama3
 from tunix.models.qwen3 import model as qwen3
@@ -26,7 +28,7 @@ touched = [
 ] + [
     (c.__qualname__, name) for c in [qwen3.Einsum, qwen3.MLP, qwen3.Embedder, qwen3.Attention, qwen3.DecoderLayer,
         llama3.Einsum, llama3.MLP, llama3.Embedder, llama3.DecoderLayer, gemma4.Einsum, gemma4.FeedForward,
-        peft_trainer.PeftTrainer]
+        peft_trainer.PeftTrainer, ppo_learner.PPOLearner]
     for name, value in vars(c).items() if hasattr(value, "rlexp_patch")
 ]
 print(json.dumps(touched))

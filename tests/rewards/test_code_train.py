@@ -18,7 +18,9 @@ ARITH_SNIPPET = (
 
 @pytest.mark.slow
 def test_reward_code_learns_the_default_task_like_the_builtin_reward(tmp_path) -> None:  # noqa: ANN001
-    assert bwrap_problem() is None, f"the sandbox tests need bubblewrap (scripts/install_system_deps.sh): {bwrap_problem()}"
+    assert bwrap_problem() is None, (
+        f"the sandbox tests need bubblewrap (scripts/install_system_deps.sh): {bwrap_problem()}"
+    )
     run = tmp_path / "run"
     snippet = f"reward.functions.0.kwargs.snippet='{ARITH_SNIPPET}'"
     run_rlexp("reward=code", snippet, "logger=none", f"hydra.run.dir={run}", timeout=1200, check=True)

@@ -194,7 +194,10 @@ def test_transformers_serve_judge_scores_and_counts_tokens(served) -> None:  # n
     out, m = _score(_judge_set(served.base_url, model=served.model, timeout_s=60.0, samples=2, max_tokens=16))
     assert out == [1.0] * 4
     assert m["rewards/judge/judge_calls"] == 8 and m["rewards/judge/judge_completion_tokens"] >= 8 * 8
-    assert m["rewards/judge/judge_prompt_tokens"] > 8 * len("Grade 2 for 1+1= (answer 2).") and m["rewards/judge/rpc_error_ratio"] == 0
+    assert (
+        m["rewards/judge/judge_prompt_tokens"] > 8 * len("Grade 2 for 1+1= (answer 2).")
+        and m["rewards/judge/rpc_error_ratio"] == 0
+    )
     exact = _judge_set(served.base_url, model=served.model, timeout_s=60.0, max_tokens=16, scorer="exact_match",
                        answer_regex=r"Score: (\d)", match="0", correct_value=1.0, wrong_value=-1.0)  # fmt: skip
     assert _score(exact, 2)[0] == [-1.0, -1.0]

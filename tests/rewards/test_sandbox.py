@@ -25,6 +25,8 @@ from tests.helpers import REPO, run_rlexp
 def bubblewrap() -> None:
     """These tests run real bubblewrap, which scripts/install_system_deps.sh installs: without it they fail."""
     assert bwrap_problem() is None, f"bubblewrap does not work here: {bwrap_problem()}"
+
+
 PROBLEMS = [json.loads(line) for line in (REPO / "tests/fixtures/code/problems.jsonl").read_text().splitlines()]
 ARITH = 'def evaluate(example, response):\n    return float(response["text"].strip() == example["answer"])\n'
 

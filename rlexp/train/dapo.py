@@ -1,0 +1,142 @@
+"""DAPO's dynamic sampling and overlong shaping, as the paper has them, on Tunix's GRPO-family learners.
+
+Tunix 0.1.7's `DAPOConfig(dynamic_sampling=True)` is a TODO (no group is filtered), and its overlong shaping
+measures `len(completion)` in characters against 20480 with a 4096 buffer. Here both follow Yu et al. 2025:
+- dynamic sampling (eq. 11): groups whose rewards are all equal have zero advantage and teach nothing; they are
+  dropped and the batch is refilled with groups sampled from further prompts (a batch of the same shape each
+  round, so nothing recompiles), at most `trainer.dynamic_sampling.max_rounds` rounds; a batch still short after
+  them keeps dropped groups in the free places (zero advantage: no gradient) and the metrics say how many;
+- overlong shaping (eq. 13) counts the completion's tokens, as the rollout produced them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from rlexp.config.algorithm_rules import overlong_buffer
+from rlexp.config.schema import TrainerConfig
+from rlexp.train.metrics import rlexp_metric_key
+
+
+def overlong_penalty(lengths: Any, max_tokens: int, buffer_tokens: int, penalty: float = 1.0) -> np.ndarray:
+    """The paper's R_length per completion: 0 up to L_max - L_cache tokens, ((L_max - L_cache) - |y|) / L_cache
+    times `penalty` inside the buffer, -penalty beyond L_max."""
+    lengths = np.asarray(lengths, dtype=np.float64)
+    expected = max_tokens - buffer_tokens
+    return np.clip((expected - lengths) / buffer_tokens, -1.0, 0.0) * penalty
+
+
+def varied_groups(rewards: Any, num_generations: int) -> np.ndarray:
+    """One bool per prompt group: whether its completions' rewards differ (the groups DAPO keeps)."""
+    groups = np.asarray(rewards, dtype=np.float64).reshape(-1, num_generations)
+    return np.ptp(groups, axis=1) > 1e-8
+
+
+def choose_groups(kept: list[np.ndarray], needed: int) -> tuple[list[tuple[int, int]], int]:
+    """(round, group) pairs filling `needed` places: varied groups first in the order sampled, then dropped
+    groups of the first round when too few varied; and how many places the dropped ones fill."""
+    chosen = [(r, int(g)) for r, mask in enumerate(kept) for g in np.flatnonzero(mask)][:needed]
+    short = needed - len(chosen)
+    if short:
+        chosen += [(0, int(g)) for g in np.flatnonzero(~kept[0])[:short]]
+    return chosen, short
+
+
+def learner_class(base: type) -> type:
+    """`base` (a Tunix GRPO-family learner) with the paper's dynamic sampling and overlong shaping."""
+
+    class PaperDapo(base):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, trainer: TrainerConfig, refill: Callable[[], dict], **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._trainer, self._refill = trainer, refill
+            self._local = threading.local()  # rollouts run in Tunix's data thread, evals in the training one
+
+        # -- overlong shaping: tokens of each completion, recorded by the cluster's generate --------------
+        def _compute_rewards(self, prompts: list, completions: list, mode: Any, *args: Any, **kwargs: Any) -> Any:
+            rewards = np.asarray(super()._compute_rewards(prompts, completions, mode, *args, **kwargs), np.float64)
+            o, t = self._trainer.overlong, self._trainer
+            if o.enabled:
+                lengths = self.rl_cluster.completion_lengths()
+                shaped = overlong_penalty(lengths, t.max_completion_tokens, overlong_buffer(t), o.penalty)
+                rewards = rewards + shaped
+                self._buffer({"rewards/overlong/mean": float(shaped.mean())}, mode, np.mean)
+            self._local.rewards = rewards
+            return rewards
+
+        # -- dynamic sampling ------------------------------------------------------------------------
+        def _generate_and_compute_advantage(self, training_input: dict, mode: Any = None) -> Any:
+            from tunix.rl.rl_cluster import Mode
+
+            mode = Mode.TRAIN if mode is None else mode
+            first = super()._generate_and_compute_advantage(training_input, mode)
+            if mode != Mode.TRAIN or not self._trainer.dynamic_sampling.enabled:
+                return first
+            g = self.algo_config.num_generations
+            examples, kept = [first], [varied_groups(self._local.rewards, g)]
+            needed = len(kept[0])
+            while sum(int(k.sum()) for k in kept) < needed and len(kept) <= self._trainer.dynamic_sampling.max_rounds:
+                more = self._refill_input(len(training_input["prompts"]) // g, round_=len(kept))
+                examples.append(super()._generate_and_compute_advantage(more, mode))
+                kept.append(varied_groups(self._local.rewards, g))
+            chosen, short = choose_groups(kept, needed)
+            self._buffer(
+                {
+                    "dynamic_sampling/dropped_groups": float(sum(int((~k).sum()) for k in kept)),
+                    "dynamic_sampling/resampled_groups": float(needed * (len(kept) - 1)),
+                    "dynamic_sampling/rounds": float(len(kept) - 1),
+                    "dynamic_sampling/short_groups": float(short),
+                },
+                mode,
+                np.sum,
+            )
+            if len(examples) == 1 and not short:
+                return first
+            return gather_groups(examples, chosen, g)
+
+        def _refill_input(self, groups: int, round_: int) -> dict:
+            """`groups` further prompts from the refill stream, each repeated per generation as Tunix does."""
+            rows: dict[str, list] = {}
+            while not rows or len(rows["prompts"]) < groups:
+                batch = self._refill()
+                for k, v in batch.items():
+                    rows.setdefault(k, []).extend(list(v))
+            g = self.algo_config.num_generations
+            out = {k: np.repeat(np.asarray(v[:groups]), g, axis=0) for k, v in rows.items()}
+            out["trajectory_ids"] = [f"refill{round_}_{i // g}_{i % g}" for i in range(groups * g)]
+            return out
+
+        def _buffer(self, values: dict[str, float], mode: Any, agg: Callable) -> None:
+            self.rl_cluster.buffer_metrics({rlexp_metric_key(k): (v, agg) for k, v in values.items()}, mode=mode)
+
+    PaperDapo.__name__ = PaperDapo.__qualname__ = f"Paper{base.__name__}"
+    return PaperDapo
+
+
+def gather_groups(examples: list[Any], chosen: list[tuple[int, int]], num_generations: int) -> Any:
+    """One TrainExample of the chosen (round, group) pairs, each group's rows in order."""
+    import jax
+    import jax.numpy as jnp
+
+    offsets = np.cumsum([0] + [int(e.completion_ids.shape[0]) for e in examples])
+    rows = np.concatenate([offsets[r] + g * num_generations + np.arange(num_generations) for r, g in chosen])
+    return jax.tree.map(lambda *xs: jnp.concatenate([jnp.asarray(x) for x in xs])[rows], *examples)
+
+
+def cycle_batches(make: Callable[[int], Iterator[dict]]) -> Callable[[], dict]:
+    """A refill source: the next batch of `make(pass)`, starting a new pass when one ends."""
+    state = {"pass": 0, "it": make(0)}
+
+    def next_batch() -> dict:
+        for _ in range(2):
+            try:
+                return next(state["it"])
+            except StopIteration:
+                state["pass"] += 1
+                state["it"] = make(state["pass"])
+        raise RuntimeError("the refill stream yields no batch")
+
+    return next_batch
