@@ -169,3 +169,27 @@ def test_single_launch_dry_run_prints_the_estimate(
     assert "rlexp: cost estimate for gemma4_e4b on v6e-32: 500 steps x" in out and "chip-hours x $2.70" in out
     assert "for the sweep" not in out
     assert yaml.safe_load((tmp_path / "jobset.yaml").read_text())["kind"] == "JobSet"
+
+
+@pytest.mark.parametrize(
+    ("preset", "expected"),
+    [
+        ("gemma4_e4b_omi2", {"RPA_D_BLOCK_SIZES": "1,1024,1,512", "VLLM_ENGINE_READY_TIMEOUT_S": "7200"}),
+        ("gpt_oss_20b_gsm8k", {"MODEL_IMPL_TYPE": "flax_nnx", "SKIP_JAX_PRECOMPILE": "1"}),
+    ],
+)
+def test_the_seeds_process_env_reaches_the_rlexp_container(
+    preset: str, expected: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    over = ["+hydra.launcher.env.TOKENIZERS_PARALLELISM=off"]  # the launcher's env wins over the preset's
+    assert (
+        run_cli(monkeypatch, f"experiment={preset}", "hydra.launcher.dry_run=true", *over, f"hydra.run.dir={tmp_path}")
+        == 0
+    )
+    (rlexp,) = [c for c in _head(yaml.safe_load((tmp_path / "jobset.yaml").read_text()))["containers"]]
+    names = [e["name"] for e in rlexp["env"]]
+    assert len(names) == len(set(names))  # one entry a variable
+    env = {e["name"]: e["value"] for e in rlexp["env"] if "value" in e}
+    assert {k: env.get(k) for k in expected} == expected and env["ENABLE_PATHWAYS_PERSISTENCE"] == "1"
+    assert env["TOKENIZERS_PARALLELISM"] == "off" and env["JAX_PLATFORMS"] == "proxy"
