@@ -86,6 +86,9 @@ def active_params(m: ModelConfig) -> int:
     if m.family == "gpt_oss":
         e, k, d, f = int(x["num_experts"]), int(x["experts_per_token"]), m.embed_dim, m.hidden_dim
         n -= m.num_layers * (e - k) * (d * 2 * f + 2 * f + f * d + d)
+    elif x.get("num_experts"):  # Qwen3-MoE / Gemma 4 MoE: experts of width expert_dim (or hidden_dim)
+        e, k = int(x["num_experts"]), int(x["experts_per_token"])
+        n -= m.num_layers * (e - k) * 3 * m.embed_dim * int(x.get("expert_dim", m.hidden_dim))
     if m.family == "gemma4" and x.get("per_layer_input_dim"):
         n -= m.vocab_size * m.num_layers * int(x["per_layer_input_dim"])  # per-layer embeddings are lookups
     return max(n, 1)

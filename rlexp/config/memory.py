@@ -68,6 +68,9 @@ def param_count(m: ModelConfig) -> int:
             e = int(x["num_experts"])
             attn += n * h + 2 * k * h + d + n  # q/k/v/o biases and per-head sinks
             mlp = d * e + e + e * (d * 2 * f + 2 * f + f * d + d)
+        elif x.get("num_experts"):  # Qwen3-MoE: a router and num_experts SwiGLU experts of width hidden_dim
+            e = int(x["num_experts"])
+            mlp = d * e + e * 3 * d * f
         else:
             mlp = 3 * d * f
         if m.family in ("qwen3", "gemma4"):
@@ -91,7 +94,7 @@ def lora_param_count(m: ModelConfig, rank: int) -> int:
     for layer in _layers(m):
         h, f = layer["head_dim"], layer["hidden"]
         total += rank * ((d + n * h) + 2 * (d + k * h) + (n * h + d))
-        if m.family != "gpt_oss":  # gpt-oss experts are not Linear layers
+        if m.family != "gpt_oss" and not (m.extra or {}).get("num_experts"):  # experts are not Linear layers
             total += rank * (2 * (d + f) + (f + d))
     return total
 

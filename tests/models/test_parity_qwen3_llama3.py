@@ -1,4 +1,4 @@
-"""Qwen3 and Llama 3 loaded by rlexp (Tunix modules) match Hugging Face transformers on random tiny checkpoints."""
+"""Qwen3 (dense and MoE) and Llama 3 loaded by rlexp (Tunix modules) match transformers on random tiny checkpoints."""
 
 from __future__ import annotations
 
@@ -59,7 +59,29 @@ def _llama(scaled: bool) -> object:
     )
 
 
+def _qwen3_moe() -> object:
+    """Qwen3-30B-A3B's layout, tiny: every layer routes to top-2 of 8 experts, renormalised (norm_topk_prob)."""
+    return transformers.Qwen3MoeConfig(
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=128,  # unused: no dense layer (mlp_only_layers=[], decoder_sparse_step=1)
+        moe_intermediate_size=32,
+        num_experts=8,
+        num_experts_per_tok=2,
+        norm_topk_prob=True,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        rope_theta=1_000_000.0,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=False,
+        max_position_embeddings=128,
+    )
+
+
 CASES = {
+    "qwen3_moe": _qwen3_moe,
     "qwen3": lambda: _qwen3(1_000_000.0),
     "qwen3_theta5e6": lambda: _qwen3(5_000_000.0),
     "llama3_1": lambda: _llama(True),
