@@ -66,7 +66,16 @@ FAMILIES: dict[str, Family] = {
             "extra.sliding_window": "sliding_window",
             "extra.final_logit_softcap": "final_logit_softcapping",
             "extra.use_double_wide_mlp": "use_double_wide_mlp",
+            "extra.attention_k_eq_v": "attention_k_eq_v",
+            "extra.num_global_kv_heads": "num_global_key_value_heads",
         },
+        # Gemma 4 MoE (26B-A4B): hidden_dim stays the dense MLP's width, expert_dim is each expert's
+        {
+            "extra.num_experts": "num_experts",
+            "extra.experts_per_token": "top_k_experts",
+            "extra.expert_dim": "moe_intermediate_size",
+        },
+        {"enable_moe_block": True},
     ),
     "gpt_oss": Family(
         "gpt_oss",

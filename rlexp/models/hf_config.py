@@ -174,5 +174,14 @@ def model_config_from_hf(hf: dict[str, Any], *, name: str, path: str | None = No
             "use_double_wide_mlp": bool(tc.get("use_double_wide_mlp", False)),
             "norm_eps": tc.get("rms_norm_eps", 1e-6),
             "tie_word_embeddings": tie,
+            "attention_k_eq_v": bool(tc.get("attention_k_eq_v", False)),
         }
+        if tc.get("num_global_key_value_heads"):
+            m.extra["num_global_kv_heads"] = tc["num_global_key_value_heads"]
+        if tc.get("enable_moe_block"):
+            m.extra.update(
+                num_experts=tc["num_experts"],
+                experts_per_token=tc["top_k_experts"],
+                expert_dim=tc["moe_intermediate_size"],
+            )
     return m

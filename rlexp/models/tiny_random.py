@@ -57,6 +57,16 @@ def hf_config(family: str):  # noqa: ANN201 - a transformers config
             rope_parameters=rope,
             rms_norm_eps=x.norm_eps,
         )
+    moe = {}
+    if family == "gemma4_moe":
+        moe = dict(
+            enable_moe_block=True,
+            num_experts=x.num_experts,
+            top_k_experts=x.experts_per_token,
+            moe_intermediate_size=x.expert_dim,
+            attention_k_eq_v=bool(x.attention_k_eq_v),
+            num_global_key_value_heads=x.num_global_kv_heads,
+        )
     period = int(x.sliding_window_pattern)
     types = ["full_attention" if (i + 1) % period == 0 else "sliding_attention" for i in range(opt.num_layers)]
     return transformers.Gemma4TextConfig(
@@ -70,6 +80,7 @@ def hf_config(family: str):  # noqa: ANN201 - a transformers config
         layer_types=types,
         final_logit_softcapping=x.final_logit_softcap,
         rms_norm_eps=x.norm_eps,
+        **moe,
         rope_parameters={
             "sliding_attention": {"rope_type": "default", "rope_theta": float(x.local_rope_theta)},
             "full_attention": {
@@ -98,7 +109,7 @@ def write(family: str, out: Path, seed: int = 0) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m rlexp.models.tiny_random", description=__doc__.splitlines()[0])
-    parser.add_argument("family", choices=("gpt_oss", "gemma4", "qwen3_moe"))
+    parser.add_argument("family", choices=("gpt_oss", "gemma4", "qwen3_moe", "gemma4_moe"))
     parser.add_argument("--out", required=True)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)

@@ -18,6 +18,7 @@ from tests.helpers import compose_conf, conf_options
 EXPECTED_PARAMS = {
     "qwen3_0_6b": 0.596, "qwen3_1_7b": 1.721, "qwen3_4b": 4.022, "qwen3_8b": 8.191,
     "llama3_1_8b": 8.030, "gpt_oss_20b": 20.915, "gemma4_e4b": 7.52, "gemma4_e2b": 4.65,
+    "qwen3_30b_a3b": 30.532, "gemma4_26b_a4b": 25.2,  # total; 3.3B / 3.8B active
 }  # fmt: skip
 
 
