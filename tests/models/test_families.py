@@ -59,6 +59,23 @@ def _hf_qwen3(**over: object) -> dict:
     return {**hf, **over}
 
 
+def test_moe_config_json_is_checked_for_what_tunix_implements():
+    """Qwen3-30B-A3B-Base's config.json (the hub spells num_experts); Tunix routes every layer, renormalised."""
+    m = compose_conf(["model=qwen3_30b_a3b"]).model
+    hub = _hf_qwen3(model_type="qwen3_moe", num_hidden_layers=48, hidden_size=2048, intermediate_size=6144,
+                    moe_intermediate_size=768, num_attention_heads=32, num_key_value_heads=4, num_experts=128,
+                    num_experts_per_tok=8, norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[],
+                    tie_word_embeddings=False)  # fmt: skip
+    check_hf_config(m, hub, "/ckpt")
+    with pytest.raises(RlexpError) as err:
+        check_hf_config(m, {**hub, "norm_topk_prob": False, "num_experts": 64, "mlp_only_layers": [3]}, "/ckpt")
+    msg = str(err.value)
+    assert "norm_topk_prob=False (rlexp's qwen3 MoE needs True)" in msg and "mlp_only_layers=[3]" in msg
+    assert "model.extra.num_experts=128 vs num_local_experts=64" in msg and "\n" not in msg
+    dense = compose_conf(["model=qwen3_0_6b"]).model
+    check_hf_config(dense, _hf_qwen3(norm_topk_prob=False), "/ckpt")  # a dense option ignores MoE keys
+
+
 def test_config_json_mismatch_names_every_field():
     m = compose_conf(["model=qwen3_0_6b"]).model
     check_hf_config(m, _hf_qwen3(), "/ckpt")
