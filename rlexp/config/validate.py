@@ -125,6 +125,9 @@ def validate(cfg: RlexpConfig) -> None:
     if not 0 <= s.rollout_devices < s.devices:
         raise ConfigError("slice.rollout_devices", s.rollout_devices, f"use 0 (colocated) or fewer than {s.devices}")
     fsdp, _tp = resolve_mesh(s)
+    experts = int(m.extra.get("num_experts") or 0) if m.family in ("qwen3", "gemma4") else 0
+    if experts and s.kind == "tpu" and experts % fsdp:  # Tunix splits the experts over FSDP (expert parallelism)
+        raise ConfigError("slice.mesh.fsdp", s.mesh.fsdp, f"the FSDP size {fsdp} must divide the {experts} experts")
     _check_rollout(cfg)
     for key in ("micro_batch_size", "rollout_micro_batch_size"):
         micro = getattr(t, key)

@@ -115,6 +115,10 @@ def test_vanilla_leaves_vllm_fields_at_tunix_defaults() -> None:
             ["experiment=gemma4_e4b_omi2", "trainer.rollout.data_parallel=4", "trainer.rollout.expert_parallel=2"],
             "trainer.rollout.expert_parallel=2: must divide the model's experts (none); use 1",
         ),
+        (
+            ["experiment=qwen3_30b_a3b_omi2", "model.extra.num_experts=96"],
+            "slice.mesh.fsdp=-1: the FSDP size 64 must divide the 96 experts",
+        ),
         (["trainer.rollout.max_num_seqs=0"], "trainer.rollout.max_num_seqs=0: use a positive number, or null"),
         (["trainer.rollout.kv_cache_buffer=-1"], "trainer.rollout.kv_cache_buffer=-1: use tokens >= 0"),
         (["+trainer.rollout.env={A-B: x}"], "trainer.rollout.env.A-B='x': use an environment variable name"),
