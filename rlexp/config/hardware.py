@@ -69,7 +69,9 @@ GPU_SLICES: dict[str, tuple[int, int, str, float]] = {
 # architecture pages. H200: the 8192^3 bf16 matmul rate measured on one (788 TFLOP/s; the datasheet's 989 is not
 # reached by any kernel). CPU, per core: 2 AVX-512 FMA units x 16 fp32 lanes x 2 FLOP x 3 GHz (XLA's f32 dots
 # reach 160-200 GFLOP/s a core on the Zen 5 of benchmarks/README.md).
-PEAK_FLOPS_PER_CHIP: dict[str, float] = {"v5p": 459e12, "v6e": 918e12, "v5litepod": 197e12, "h200": 790e12}
+PEAK_FLOPS_PER_CHIP: dict[str, float] = {
+    "v5p": 459e12, "v6e": 918e12, "v5litepod": 197e12, "v7x": 2307e12, "h200": 790e12
+}  # fmt: skip
 CPU_PEAK_FLOPS_PER_CORE = 192e9
 
 # HBM per chip by TPU generation (public TPU specs); the memory estimate falls back to it by name prefix.
