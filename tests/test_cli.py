@@ -79,7 +79,7 @@ def test_full_error_env_keeps_traceback(tmp_path) -> None:
 @pytest.mark.parametrize(
     ("override", "line"),
     [
-        ("model=nope", "model='nope': no such option; use one of gemma4_e2b, gemma4_e4b,"),
+        ("model=nope", "model='nope': no such option; use one of gemma4_26b_a4b, gemma4_e2b, gemma4_e4b,"),
         (
             "trainer.learning_rate=abc",
             "trainer.learning_rate='abc': Value 'abc' of type 'str' could not be converted to Float",

@@ -34,11 +34,16 @@ from rlexp.errors import ConfigError
 # USD per chip-hour, on-demand, as listed on cloud.google.com/tpu/pricing in 2025 (us-central1 / us-east
 # regions; TPU v5p and v6e are priced per chip, v5e likewise). Other regions, Spot and commitments differ: set
 # cost.price_per_chip_hour for yours. GPUs have no entry here (their price depends on the provider).
+# v7x (TPU7x) has no published on-demand price (capacity is sold by reservation): its runs report chip-hours
+# and cost nothing until cost.price_per_chip_hour is set.
 PRICE_PER_CHIP_HOUR: dict[str, float] = {"v5p": 4.20, "v6e": 2.70, "v5litepod": 1.20, "cpu": 0.0}
 PRICE_SOURCE = "cloud.google.com/tpu/pricing, on-demand list price (2025)"
 
-# Public per-chip peaks: bf16 FLOP/s and HBM bytes/s (Cloud TPU system architecture pages; NVIDIA H200 sheet).
+# Public peaks per JAX device: bf16 FLOP/s and HBM bytes/s (Cloud TPU system architecture pages; NVIDIA H200
+# sheet). A v7x chip (2,307 TFLOP/s bf16, docs.cloud.google.com/tpu/docs/tpu7x; 7.37 TB/s HBM, Google's Ironwood
+# announcement) is two devices, so each gets half.
 PEAK: dict[str, tuple[float, float]] = {
+    "v7x": (2307e12 / 2, 7370e9 / 2),
     "v5p": (459e12, 2765e9),
     "v6e": (918e12, 1640e9),
     "v5litepod": (197e12, 819e9),
@@ -81,6 +86,9 @@ def active_params(m: ModelConfig) -> int:
     if m.family == "gpt_oss":
         e, k, d, f = int(x["num_experts"]), int(x["experts_per_token"]), m.embed_dim, m.hidden_dim
         n -= m.num_layers * (e - k) * (d * 2 * f + 2 * f + f * d + d)
+    elif x.get("num_experts"):  # Qwen3-MoE / Gemma 4 MoE: experts of width expert_dim (or hidden_dim)
+        e, k = int(x["num_experts"]), int(x["experts_per_token"])
+        n -= m.num_layers * (e - k) * 3 * m.embed_dim * int(x.get("expert_dim", m.hidden_dim))
     if m.family == "gemma4" and x.get("per_layer_input_dim"):
         n -= m.vocab_size * m.num_layers * int(x["per_layer_input_dim"])  # per-layer embeddings are lookups
     return max(n, 1)

@@ -18,6 +18,10 @@ class Family:
     required_extra: tuple[str, ...]
     # option field or extra key -> config.json key, compared when a checkpoint is loaded
     hf_fields: dict[str, str] = field(default_factory=dict)
+    # replacing hf_fields entries for a mixture-of-experts option (one with extra.num_experts)
+    moe_fields: dict[str, str] = field(default_factory=dict)
+    # config.json values a mixture-of-experts checkpoint must have for this family's implementation
+    moe_required: dict[str, object] = field(default_factory=dict)
 
 
 _COMMON = {
@@ -33,9 +37,16 @@ _COMMON = {
 FAMILIES: dict[str, Family] = {
     "qwen3": Family(
         "qwen3",
-        ("qwen3",),
+        ("qwen3", "qwen3_moe"),
         ("rope_theta", "norm_eps", "tie_word_embeddings"),
         {**_COMMON, "extra.rope_theta": "rope_theta", "extra.tie_word_embeddings": "tie_word_embeddings"},
+        # Qwen3-MoE: hidden_dim is each expert's width; Tunix routes every layer and renormalises the top-k
+        {
+            "hidden_dim": "moe_intermediate_size",
+            "extra.num_experts": "num_local_experts",
+            "extra.experts_per_token": "num_experts_per_tok",
+        },
+        {"norm_topk_prob": True, "decoder_sparse_step": 1, "mlp_only_layers": []},
     ),
     "llama3": Family(
         "llama3",
@@ -55,7 +66,16 @@ FAMILIES: dict[str, Family] = {
             "extra.sliding_window": "sliding_window",
             "extra.final_logit_softcap": "final_logit_softcapping",
             "extra.use_double_wide_mlp": "use_double_wide_mlp",
+            "extra.attention_k_eq_v": "attention_k_eq_v",
+            "extra.num_global_kv_heads": "num_global_key_value_heads",
         },
+        # Gemma 4 MoE (26B-A4B): hidden_dim stays the dense MLP's width, expert_dim is each expert's
+        {
+            "extra.num_experts": "num_experts",
+            "extra.experts_per_token": "top_k_experts",
+            "extra.expert_dim": "moe_intermediate_size",
+        },
+        {"enable_moe_block": True},
     ),
     "gpt_oss": Family(
         "gpt_oss",

@@ -23,7 +23,10 @@ _GENERATIONS: dict[str, tuple[str, str, str | None, str, bool]] = {
     "v5p": ("tpu-v5p-slice", "ct5p-hightpu-4t", None, "tpuv5", True),
     "v6e": ("tpu-v6e-slice", "ct6e-standard-4t", "ct6e-standard-1t", "tpuv6e", False),
     "v5litepod": ("tpu-v5-lite-podslice", "ct5lp-hightpu-4t", "ct5lp-hightpu-1t", "tpuv5e", False),
+    "v7x": ("tpu7x", "tpu7x-standard-4t", None, "tpu7x", True),  # Ironwood; xpk and gcluster call it tpu7x-N
 }
+# JAX devices per chip: a v7x chip's two TensorCores are two devices (v5p fuses its two into one, megacore)
+DEVICES_PER_CHIP: dict[str, int] = {"v7x": 2}
 
 # The slices rlexp ships (conf/slice/<name>.yaml); topology per xpk's system characteristics.
 TPU_TOPOLOGIES: dict[str, str] = {
@@ -47,6 +50,12 @@ TPU_TOPOLOGIES: dict[str, str] = {
     "v5litepod-64": "8x8",
     "v5litepod-128": "8x16",
     "v5litepod-256": "16x16",
+    "v7x-8": "2x2x1",
+    "v7x-16": "2x2x2",
+    "v7x-32": "2x2x4",
+    "v7x-64": "2x4x4",
+    "v7x-128": "4x4x4",
+    "v7x-256": "4x4x8",
 }
 
 # Slurm GPU slices: name -> (nodes, GPUs per node, GPU type, HBM GiB per GPU)
@@ -60,11 +69,13 @@ GPU_SLICES: dict[str, tuple[int, int, str, float]] = {
 # architecture pages. H200: the 8192^3 bf16 matmul rate measured on one (788 TFLOP/s; the datasheet's 989 is not
 # reached by any kernel). CPU, per core: 2 AVX-512 FMA units x 16 fp32 lanes x 2 FLOP x 3 GHz (XLA's f32 dots
 # reach 160-200 GFLOP/s a core on the Zen 5 of benchmarks/README.md).
-PEAK_FLOPS_PER_CHIP: dict[str, float] = {"v5p": 459e12, "v6e": 918e12, "v5litepod": 197e12, "h200": 790e12}
+PEAK_FLOPS_PER_CHIP: dict[str, float] = {
+    "v5p": 459e12, "v6e": 918e12, "v5litepod": 197e12, "v7x": 2307e12, "h200": 790e12
+}  # fmt: skip
 CPU_PEAK_FLOPS_PER_CORE = 192e9
 
 # HBM per chip by TPU generation (public TPU specs); the memory estimate falls back to it by name prefix.
-HBM_GIB_PER_CHIP = {"v5p": 95.0, "v6e": 32.0, "v5litepod": 16.0, "v5e": 16.0, "v4": 32.0, "tpu7x": 192.0}
+HBM_GIB_PER_CHIP = {"v5p": 95.0, "v6e": 32.0, "v5litepod": 16.0, "v5e": 16.0, "v4": 32.0, "v7x": 192.0, "tpu7x": 192.0}
 
 
 @dataclass(frozen=True)
@@ -81,6 +92,15 @@ class TpuSlice:
     machine_type: str
     instance_type: str  # Pathways resource manager --instance_type
     hbm_gib_per_chip: float
+    devices_per_chip: int = 1
+
+    @property
+    def devices(self) -> int:
+        return self.chips * self.devices_per_chip
+
+    @property
+    def hbm_gib_per_device(self) -> float:
+        return self.hbm_gib_per_chip / self.devices_per_chip
 
     @property
     def trainer_rollout_split(self) -> tuple[int, int]:
@@ -133,6 +153,7 @@ def tpu_slice(name: str, topology: str | None = None) -> TpuSlice:
         machine_type=machine,
         instance_type=f"{prefix}:{topology}",
         hbm_gib_per_chip=HBM_GIB_PER_CHIP[gen],
+        devices_per_chip=DEVICES_PER_CHIP.get(gen, 1),
     )
 
 
@@ -140,9 +161,9 @@ def _resolve_tpu(key: str, name: str, topology: str, num_slices: int = 1) -> obj
     """OmegaConf resolver `${rlexp.tpu:<key>,${.name},${.topology},${.num_slices}}`."""
     s = tpu_slice(str(name), str(topology) if topology else None)
     if key == "devices":
-        return s.chips * int(num_slices)
+        return s.devices * int(num_slices)
     if key == "rollout_devices":
-        return s.trainer_rollout_split[1] * int(num_slices)
+        return s.trainer_rollout_split[1] * s.devices_per_chip * int(num_slices)
     return getattr(s, key)
 
 
@@ -168,7 +189,7 @@ def tpu_slice_node() -> object:
     for key in ("chips", "chips_per_vm", "vms", "accelerator", "machine_type", "instance_type", "devices"):
         node[key] = f"${{rlexp.tpu:{key},{args}}}"
     node.rollout_devices = f"${{rlexp.tpu:rollout_devices,{args}}}"
-    node.hbm_gib_per_device = f"${{rlexp.tpu:hbm_gib_per_chip,{args}}}"
+    node.hbm_gib_per_device = f"${{rlexp.tpu:hbm_gib_per_device,{args}}}"
     return node
 
 
@@ -177,9 +198,10 @@ def tpu_slice_yaml(name: str) -> str:
     s = tpu_slice(name)
     trainer, rollout = s.trainer_rollout_split
     split = f"{trainer} trainer + {rollout} rollout chips" if rollout else "rollout colocated with the trainer"
+    per_chip = f" ({s.devices_per_chip} JAX devices a chip)" if s.devices_per_chip > 1 else ""
     return (
-        f"# TPU {name}: {s.topology}, {s.chips} chip{'s' if s.chips > 1 else ''} on {s.vms} VM{'s' if s.vms > 1 else ''}, "
-        f"{split}; runs on GKE (Pathways).\n"
+        f"# TPU {name}: {s.topology}, {s.chips} chip{'s' if s.chips > 1 else ''}{per_chip} on {s.vms} "
+        f"VM{'s' if s.vms > 1 else ''}, {split}; runs on GKE (Pathways).\n"
         "# chips, VMs, labels, machine and Pathways instance type are derived (rlexp/config/hardware.py).\n"
         "defaults:\n"
         "  - tpu_schema\n"

@@ -37,6 +37,9 @@ def _gemma4_layers(m: ModelConfig) -> list[dict[str, Any]]:
                 "window": None if is_global else int(x["sliding_window"]),
                 "kv": i < shared_from,  # KV-shared layers reuse an earlier layer's cache
                 "hidden": hidden,
+                # 26B-A4B: global layers have fewer KV heads, and no value projection (values are the keys)
+                "kv_heads": int(x.get("num_global_kv_heads") or m.num_kv_heads) if is_global else m.num_kv_heads,
+                "k_eq_v": bool(is_global and x.get("attention_k_eq_v")),
             }
         )
     return out
@@ -62,12 +65,16 @@ def param_count(m: ModelConfig) -> int:
         total += v * d
     for layer in _layers(m):
         h, f = layer["head_dim"], layer["hidden"]
-        attn = d * n * h + 2 * d * k * h + n * h * d
+        k = layer.get("kv_heads", m.num_kv_heads)
+        attn = d * n * h + (1 if layer.get("k_eq_v") else 2) * d * k * h + n * h * d
         norms = 2 * d
         if m.family == "gpt_oss":
             e = int(x["num_experts"])
             attn += n * h + 2 * k * h + d + n  # q/k/v/o biases and per-head sinks
             mlp = d * e + e + e * (d * 2 * f + 2 * f + f * d + d)
+        elif m.family == "qwen3" and x.get("num_experts"):  # Qwen3-MoE: a router, experts of width hidden_dim
+            e = int(x["num_experts"])
+            mlp = d * e + e * 3 * d * f
         else:
             mlp = 3 * d * f
         if m.family in ("qwen3", "gemma4"):
@@ -77,6 +84,9 @@ def param_count(m: ModelConfig) -> int:
             norms += 2 * d + 1  # pre/post feed-forward norms, layer scalar
             if p:
                 mlp += 2 * d * p + d  # per-layer input gate, projection, norm
+            if x.get("num_experts"):  # router (+ its scale, per-expert scales), experts, their three norms
+                e, fe = int(x["num_experts"]), int(x["expert_dim"])
+                mlp += d * e + d + e + e * 3 * d * fe + 3 * d
         total += attn + mlp + norms
     if m.family == "gemma4" and x.get("per_layer_input_dim"):
         p = int(x["per_layer_input_dim"])
@@ -91,7 +101,7 @@ def lora_param_count(m: ModelConfig, rank: int) -> int:
     for layer in _layers(m):
         h, f = layer["head_dim"], layer["hidden"]
         total += rank * ((d + n * h) + 2 * (d + k * h) + (n * h + d))
-        if m.family != "gpt_oss":  # gpt-oss experts are not Linear layers
+        if m.family != "gpt_oss" and not (m.extra or {}).get("num_experts"):  # experts are not Linear layers
             total += rank * (2 * (d + f) + (f + d))
     return total
 
@@ -103,7 +113,7 @@ def kv_cache_bytes_per_sequence(m: ModelConfig, tokens: int) -> int:
         if not layer["kv"]:
             continue
         length = min(tokens, layer["window"]) if layer["window"] and m.family == "gemma4" else tokens
-        total += 2 * length * m.num_kv_heads * layer["head_dim"] * item
+        total += 2 * length * layer.get("kv_heads", m.num_kv_heads) * layer["head_dim"] * item
     return total
 
 

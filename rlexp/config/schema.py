@@ -160,6 +160,17 @@ class RolloutConfig:
     # sync once per step, so training stays on-policy. Needs rollout devices apart from the trainer's
     # (slice.rollout_devices > 0). False keeps separate devices in turn: sample the whole batch, then train.
     async_rollout: bool = False
+    # vLLM engine knobs (Tunix's RolloutConfig.rollout_vllm_*); MaxText's names in brackets
+    expert_parallel: int = 1  # [rollout_expert_parallelism] data_parallel x tensor_parallel x this = rollout devices
+    async_scheduling: bool = False  # [async_scheduling] vLLM schedules the next step while this one runs
+    enable_dp_attention: bool = False  # [enable_dp_attention] attention replicated over DP ("attn_dp" axis)
+    max_num_seqs: int | None = None  # [max_num_seqs] sequences vLLM decodes at once; null: vLLM's default
+    max_num_batched_tokens: int | None = None  # [max_num_batched_tokens] tokens per engine step; null: vLLM's
+    reshard_chunk_size: int | None = None  # [rl.reshard_chunk_size] weights resharded per sync call; null: all
+    # tokens of KV cache beyond prompt + completion [kv_cache_buffer]; vLLM's max_model_len = the sum
+    kv_cache_buffer: int = 8
+    # process environment of the run where the engine runs (the JobSet's rlexp container; set before vLLM starts)
+    env: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

@@ -8,12 +8,13 @@ when those are loaded, and raise the same error type.
 from __future__ import annotations
 
 import math
+import re
 
 from rlexp.config.algorithm_rules import check_critic_family
 from rlexp.config.derived import resolve_mesh
 from rlexp.config.family_rules import check_model_option
 from rlexp.config.memory import check_fits
-from rlexp.config.schema import RlexpConfig, TrainerConfig
+from rlexp.config.schema import RlexpConfig, RolloutConfig, TrainerConfig
 from rlexp.config.values import check_values
 from rlexp.errors import ConfigError
 
@@ -124,6 +125,9 @@ def validate(cfg: RlexpConfig) -> None:
     if not 0 <= s.rollout_devices < s.devices:
         raise ConfigError("slice.rollout_devices", s.rollout_devices, f"use 0 (colocated) or fewer than {s.devices}")
     fsdp, _tp = resolve_mesh(s)
+    experts = int(m.extra.get("num_experts") or 0) if m.family in ("qwen3", "gemma4") else 0
+    if experts and s.kind == "tpu" and experts % fsdp:  # Tunix splits the experts over FSDP (expert parallelism)
+        raise ConfigError("slice.mesh.fsdp", s.mesh.fsdp, f"the FSDP size {fsdp} must divide the {experts} experts")
     _check_rollout(cfg)
     for key in ("micro_batch_size", "rollout_micro_batch_size"):
         micro = getattr(t, key)
@@ -187,19 +191,40 @@ def _check_rollout(cfg: RlexpConfig) -> None:
     for key in ("data_parallel", "tensor_parallel"):
         if getattr(r, key) == 0 or getattr(r, key) < -1:
             raise ConfigError(f"trainer.rollout.{key}", getattr(r, key), "use -1 (derived) or a positive size")
+    _check_vllm_knobs(r)
     if r.engine != "vllm":
         return
     n = s.rollout_devices or s.devices  # colocated: vLLM shares every device with the trainer
-    dp, tp = r.data_parallel, r.tensor_parallel
-    if dp > 0 and tp > 0 and dp * tp != n:
+    dp, tp, ep = r.data_parallel, r.tensor_parallel, r.expert_parallel
+    if dp > 0 and tp > 0 and dp * tp * ep != n:
         raise ConfigError(
             "trainer.rollout.data_parallel",
             dp,
-            f"data_parallel x tensor_parallel = {dp * tp} must equal the {n} rollout devices",
+            f"data_parallel x tensor_parallel x expert_parallel = {dp * tp * ep} must equal the {n} rollout devices",
         )
-    for key, size in (("data_parallel", dp), ("tensor_parallel", tp)):
+    for key, size in (("data_parallel", dp), ("tensor_parallel", tp), ("expert_parallel", ep)):
         if size > 0 and n % size:
             raise ConfigError(f"trainer.rollout.{key}", size, f"must divide the {n} rollout devices")
+    experts = int(cfg.model.extra.get("num_experts", 0) or 0)
+    if ep > 1 and (not experts or experts % ep):
+        raise ConfigError(
+            "trainer.rollout.expert_parallel", ep, f"must divide the model's experts ({experts or 'none'}); use 1"
+        )
+
+
+def _check_vllm_knobs(r: RolloutConfig) -> None:
+    """trainer.rollout's vLLM sizes: positive where set; env names and values are plain strings."""
+    if r.expert_parallel < 1:
+        raise ConfigError("trainer.rollout.expert_parallel", r.expert_parallel, "use a positive size (1: none)")
+    for key in ("max_num_seqs", "max_num_batched_tokens", "reshard_chunk_size"):
+        value = getattr(r, key)
+        if value is not None and value < 1:
+            raise ConfigError(f"trainer.rollout.{key}", value, "use a positive number, or null for vLLM's default")
+    if r.kv_cache_buffer < 0:
+        raise ConfigError("trainer.rollout.kv_cache_buffer", r.kv_cache_buffer, "use tokens >= 0")
+    for name in r.env:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(name)):
+            raise ConfigError(f"trainer.rollout.env.{name}", r.env[name], "use an environment variable name")
 
 
 def _check_profile(cfg: RlexpConfig) -> None:

@@ -8,14 +8,15 @@ in `rlexp.perf`, switched by `perf.patches`.
 
 from __future__ import annotations
 
-FIXES = ("tunix_rope", "tunix_remat", "tunix_lora_dtype", "tunix_ppo_rewards")
+FIXES = ("tunix_rope", "tunix_remat", "tunix_lora_dtype", "tunix_ppo_rewards", "tunix_gemma4_moe")
 
 
 def apply() -> None:
     """Install every fix (idempotent)."""
-    from rlexp.fixes import tunix_lora_dtype, tunix_ppo_rewards, tunix_remat, tunix_rope
+    from rlexp.fixes import tunix_gemma4_moe, tunix_lora_dtype, tunix_ppo_rewards, tunix_remat, tunix_rope
 
     tunix_rope.install()
     tunix_remat.install()
     tunix_lora_dtype.install()
     tunix_ppo_rewards.install()
+    tunix_gemma4_moe.install()

@@ -164,6 +164,7 @@ def prepare(jobs: Sequence[Job], conf: GkeLauncherConf, *, single: bool = False)
                 output_dir=output_dir,
                 run_name=typed.run_name,
                 labels={"rlexp.dev/slice": typed.slice.name},
+                env={str(k): str(v) for k, v in typed.trainer.rollout.env.items()},
             )
             manifest = render(spec, conf)
             check_jobset(manifest, tpu, typed.slice.num_slices)

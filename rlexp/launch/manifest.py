@@ -42,6 +42,7 @@ class JobSpec:
     output_dir: str
     run_name: str
     labels: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)  # trainer.rollout.env; hydra.launcher.env wins on a clash
 
 
 def _field_env(name: str, path: str) -> dict:
@@ -75,7 +76,7 @@ def _rlexp_container(spec: JobSpec, conf: GkeLauncherConf, env: list[dict], reso
         {"name": IN_CLUSTER_ENV, "value": "gke"},
         {"name": "RLEXP_JOB_NAME", "value": spec.name},
         {"name": "RLEXP_OUTPUT_DIR", "value": spec.output_dir},
-        *({"name": k, "value": str(v)} for k, v in sorted(conf.env.items())),
+        *({"name": k, "value": str(v)} for k, v in sorted({**spec.env, **conf.env}.items())),
         *secret_env(conf),
     ]
     return {

@@ -1,4 +1,4 @@
-"""Gemma 4 (E2B, E4B) through Tunix's gemma4 model and safetensors mapping.
+"""Gemma 4 (E2B, E4B, 26B-A4B) through Tunix's gemma4 model and safetensors mapping.
 
 Three gaps between Tunix 0.1.7 and Hugging Face checkpoints are closed here:
 - text-only checkpoints (`Gemma4ForCausalLM`) name weights `model.layers.*`; Tunix's mapping only
@@ -80,7 +80,26 @@ def tunix_config(m: ModelConfig) -> gemma4_lib.ModelConfig:
         remat_config=gemma4_lib.RematConfig.DECODER if m.remat == "full" else gemma4_lib.RematConfig.NONE,
         dtype=jnp_dtype(m.dtype),
         param_dtype=jnp_dtype(m.param_dtype),
+        **_moe_fields(m),
     )
+
+
+def _moe_fields(m: ModelConfig) -> dict[str, Any]:
+    """Gemma 4 26B-A4B: a routed-expert block beside the dense MLP in every layer, and global layers whose
+    values are their keys (attention_k_eq_v) over fewer KV heads."""
+    x = m.extra
+    out: dict[str, Any] = {"k_eq_v_global": bool(x.get("attention_k_eq_v", False))}
+    if x.get("num_global_kv_heads"):
+        out["num_global_kv_heads"] = int(x["num_global_kv_heads"])
+    if x.get("num_experts"):
+        out.update(
+            enable_moe=True,
+            num_experts=int(x["num_experts"]),
+            num_experts_per_tok=int(x["experts_per_token"]),
+            expert_dim=int(x["expert_dim"]),
+            moe_dense_hidden_dim=m.hidden_dim,
+        )
+    return out
 
 
 def _key_mapping(cfg: gemma4_lib.ModelConfig) -> dict[str, Any]:

@@ -45,8 +45,15 @@ def check_hf_config(m: ModelConfig, hf: dict[str, Any], source: str) -> None:
             f"{source}/config.json: model_type={model_type!r} is not a {fam.name} checkpoint "
             f"(expects {', '.join(fam.hf_model_types)}); pick the matching model= option"
         )
-    rows = []
-    for ours, theirs in fam.hf_fields.items():
+    moe = bool((m.extra or {}).get("num_experts"))
+    if moe and "num_experts" in tc and "num_local_experts" not in tc:
+        tc = {**tc, "num_local_experts": tc["num_experts"]}  # the hub's config.json; transformers 5 renames it
+    rows = [
+        f"{key}={tc[key]} (rlexp's {fam.name} MoE needs {want})"
+        for key, want in (fam.moe_required if moe else {}).items()
+        if key in tc and tc[key] != want
+    ]
+    for ours, theirs in {**fam.hf_fields, **(fam.moe_fields if moe else {})}.items():
         if theirs not in tc:
             continue
         want, got = _option_value(m, ours), tc[theirs]
@@ -104,7 +111,14 @@ def model_config_from_hf(hf: dict[str, Any], *, name: str, path: str | None = No
     """A model option describing a Hugging Face config.json (tests, and `rlexp.export` metadata)."""
     tc = text_config(hf)
     mt = tc["model_type"]
-    family = {"qwen3": "qwen3", "llama": "llama3", "gemma4_text": "gemma4", "gemma4": "gemma4", "gpt_oss": "gpt_oss"}
+    family = {
+        "qwen3": "qwen3",
+        "qwen3_moe": "qwen3",
+        "llama": "llama3",
+        "gemma4_text": "gemma4",
+        "gemma4": "gemma4",
+        "gpt_oss": "gpt_oss",
+    }
     if mt not in family:
         raise RlexpError(f"config.json model_type={mt!r} is not supported; supported: {', '.join(family)}")
     head_dim = tc.get("head_dim") or tc["hidden_size"] // tc["num_attention_heads"]
@@ -129,6 +143,11 @@ def model_config_from_hf(hf: dict[str, Any], *, name: str, path: str | None = No
         scaling = tc.get("rope_scaling") or (rope if rope.get("rope_type", "default") != "default" else None)
         if scaling and scaling.get("rope_type", scaling.get("type")) not in (None, "default"):
             m.extra["rope_scaling"] = {k: v for k, v in scaling.items() if k != "rope_theta"}
+    if mt == "qwen3_moe":
+        m.hidden_dim = tc["moe_intermediate_size"]
+        m.extra.update(
+            num_experts=tc.get("num_local_experts", tc.get("num_experts")), experts_per_token=tc["num_experts_per_tok"]
+        )
     if m.family == "gpt_oss":
         m.extra.update(
             num_experts=tc["num_local_experts"],
@@ -155,5 +174,14 @@ def model_config_from_hf(hf: dict[str, Any], *, name: str, path: str | None = No
             "use_double_wide_mlp": bool(tc.get("use_double_wide_mlp", False)),
             "norm_eps": tc.get("rms_norm_eps", 1e-6),
             "tie_word_embeddings": tie,
+            "attention_k_eq_v": bool(tc.get("attention_k_eq_v", False)),
         }
+        if tc.get("num_global_key_value_heads"):
+            m.extra["num_global_kv_heads"] = tc["num_global_key_value_heads"]
+        if tc.get("enable_moe_block"):
+            m.extra.update(
+                num_experts=tc["num_experts"],
+                experts_per_token=tc["top_k_experts"],
+                expert_dim=tc["moe_intermediate_size"],
+            )
     return m

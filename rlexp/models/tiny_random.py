@@ -1,4 +1,4 @@
-"""`python -m rlexp.models.tiny_random {gpt_oss,gemma4} --out DIR`: a tiny random checkpoint in Hugging Face layout.
+"""`python -m rlexp.models.tiny_random {gpt_oss,gemma4,qwen3_moe,gemma4_moe} --out DIR`: a tiny random checkpoint in Hugging Face layout.
 
 Dimensions are those of conf/model/<family>_tiny.yaml; the weights come from `transformers`
 (PyTorch CPU, the `test` extra) with a fixed seed, and the tokenizer is the builtin tiny's
@@ -37,6 +37,16 @@ def hf_config(family: str):  # noqa: ANN201 - a transformers config
         tie_word_embeddings=bool(x.tie_word_embeddings),
         **SPECIAL,
     )
+    if family == "qwen3_moe":
+        return transformers.Qwen3MoeConfig(
+            **{**common, "intermediate_size": 4 * opt.embed_dim},  # unused: every layer routes to experts
+            moe_intermediate_size=opt.hidden_dim,
+            num_experts=x.num_experts,
+            num_experts_per_tok=x.experts_per_token,
+            norm_topk_prob=True,
+            rope_theta=float(x.rope_theta),
+            rms_norm_eps=x.norm_eps,
+        )
     if family == "gpt_oss":
         rope = {**OmegaConf.to_container(x.rope_scaling), "rope_theta": float(x.rope_theta)}
         return transformers.GptOssConfig(
@@ -46,6 +56,16 @@ def hf_config(family: str):  # noqa: ANN201 - a transformers config
             sliding_window=x.sliding_window,
             rope_parameters=rope,
             rms_norm_eps=x.norm_eps,
+        )
+    moe = {}
+    if family == "gemma4_moe":
+        moe = dict(
+            enable_moe_block=True,
+            num_experts=x.num_experts,
+            top_k_experts=x.experts_per_token,
+            moe_intermediate_size=x.expert_dim,
+            attention_k_eq_v=bool(x.attention_k_eq_v),
+            num_global_key_value_heads=x.num_global_kv_heads,
         )
     period = int(x.sliding_window_pattern)
     types = ["full_attention" if (i + 1) % period == 0 else "sliding_attention" for i in range(opt.num_layers)]
@@ -60,6 +80,7 @@ def hf_config(family: str):  # noqa: ANN201 - a transformers config
         layer_types=types,
         final_logit_softcapping=x.final_logit_softcap,
         rms_norm_eps=x.norm_eps,
+        **moe,
         rope_parameters={
             "sliding_attention": {"rope_type": "default", "rope_theta": float(x.local_rope_theta)},
             "full_attention": {
@@ -88,7 +109,7 @@ def write(family: str, out: Path, seed: int = 0) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m rlexp.models.tiny_random", description=__doc__.splitlines()[0])
-    parser.add_argument("family", choices=("gpt_oss", "gemma4"))
+    parser.add_argument("family", choices=("gpt_oss", "gemma4", "qwen3_moe", "gemma4_moe"))
     parser.add_argument("--out", required=True)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)

@@ -122,8 +122,11 @@ def tunix_config(m: ModelConfig) -> Any:
     )
     if m.family == "qwen3":
         remat = qwen3_lib.RematConfig.DECODER if m.remat == "full" else qwen3_lib.RematConfig.NONE
+        experts = int(x.get("num_experts") or 0)  # Qwen3-MoE: every layer's MLP is routed experts of hidden_dim
         return Qwen3Config(
             **common,
+            num_experts=experts or None,
+            num_experts_per_tok=int(x["experts_per_token"]) if experts else None,
             use_tied_embedding=bool(x["tie_word_embeddings"]),
             remat_config=remat,
             dtype=jnp_dtype(m.dtype),

@@ -79,7 +79,7 @@ def rollout_config(cfg: RlexpConfig, tokenizer: Any, prompt_tokens: int | None =
     return RolloutConfig(
         max_tokens_to_generate=t.max_completion_tokens,
         max_prompt_length=width,
-        kv_cache_size=width + t.max_completion_tokens + 8,
+        kv_cache_size=width + t.max_completion_tokens + t.rollout.kv_cache_buffer,
         temperature=t.temperature,
         top_p=t.top_p,
         # a top-k beyond the vocabulary keeps every token, which XLA's top_k refuses to be asked for
@@ -101,8 +101,26 @@ def vllm_rollout_fields(cfg: RlexpConfig) -> dict[str, Any]:
         "rollout_vllm_hbm_utilization": r.hbm_utilization,
         "data_parallel_size": r.data_parallel,
         "tensor_parallel_size": r.tensor_parallel,
+        "expert_parallel_size": r.expert_parallel,
         "rollout_vllm_init_with_random_weights": True,
+        "rollout_vllm_async_scheduling": r.async_scheduling,
+        "rollout_vllm_enable_dp_attention": r.enable_dp_attention,
+        "rollout_vllm_max_num_seqs": r.max_num_seqs,
+        "rollout_vllm_max_num_batched_tokens": r.max_num_batched_tokens,
+        "rollout_vllm_reshard_chunk_size": r.reshard_chunk_size,
+        # MaxText passes enable_expert_parallel to the engine whenever experts are split over rollout devices
+        "rollout_vllm_kwargs": {"enable_expert_parallel": True} if r.expert_parallel > 1 else {},
     }
+
+
+def apply_rollout_env(cfg: RlexpConfig) -> dict[str, str]:
+    """trainer.rollout.env in this process, before the engine is imported; a variable already set (a pod's
+    container env carries the same values) is kept. Returns what was set here."""
+    import os
+
+    added = {k: str(v) for k, v in cfg.trainer.rollout.env.items() if k not in os.environ}
+    os.environ.update(added)
+    return added
 
 
 def rollout_engine(cfg: RlexpConfig, colocated: bool) -> Any:
@@ -321,6 +339,7 @@ def build_cluster(
             backend_kwargs={"custom_backend": [lambda: collector]},
         ),
     )
+    apply_rollout_env(cfg)
     cluster_config = rl.ClusterConfig(
         role_to_mesh=role_to_mesh,
         rollout_engine=rollout_engine(cfg, colocated=rollout_mesh is train_mesh),

@@ -1,6 +1,7 @@
 """Pod replay: the `rlexp` container of each seed preset's rendered JobSet, run here on CPU at tiny scale.
 
-For `experiment=gemma4_e4b_omi2` and `experiment=gpt_oss_20b_gsm8k` the user's dry run
+For the four MaxText presets (`experiment=gemma4_e4b_omi2`, `gpt_oss_20b_gsm8k`, `gemma4_26b_a4b_omi2`,
+`qwen3_30b_a3b_omi2`) the user's dry run
 (`python -m rlexp experiment=<preset> hydra.launcher.dry_run=true`) renders the JobSet; this test takes the
 `rlexp` container's command, args and env from that jobset.yaml and runs exactly that, changing only:
 
@@ -15,7 +16,9 @@ For `experiment=gemma4_e4b_omi2` and `experiment=gpt_oss_20b_gsm8k` the user's d
            data    -> `dataset.source=<file>`: an OpenMathInstruct-2-shaped jsonl with over-long prompts,
                       a GSM8K-shaped train/test folder
            scale   -> batch 2 x 2 generations, 2 steps, completions of 8 tokens; for gpt-oss the prompt
-                      budget 256 -> 768, since the harmony header alone is ~190 characters
+                      budget 256 -> 768, since the harmony header alone is ~190 characters; for qwen3
+                      `profile.steps=0`, as the preset traces steps 6-7
+           (the MoE presets' tiny models, `gemma4_moe_tiny` / `qwen3_moe_tiny`, route 8 experts top-2)
   env      `JAX_PLATFORMS=proxy` -> `cpu` and `RLEXP_PATHWAYS=1` dropped (the proxy and pathwaysutils exist
            only on a Pathways head); `RLEXP_OUTPUT_DIR` -> the local dir; `PATHWAYS_HEAD` (from a label)
            -> the value the JobSet controller would give; secrets (optional secretKeyRefs) absent, so wandb
@@ -103,13 +106,18 @@ def _pod_env(container: dict, name: str, output_dir: Path) -> dict[str, str]:
 
 
 @pytest.mark.parametrize(
-    ("preset", "family", "data", "extra"),
+    ("preset", "family", "data", "extra", "chat"),
     [
-        ("gemma4_e4b_omi2", "gemma4", "omi2", ["slice=cpu", "slice.mesh.tp=1"]),
-        ("gpt_oss_20b_gsm8k", "gpt_oss", "gsm8k", ["slice=cpu", "trainer.max_prompt_tokens=768"]),
+        ("gemma4_e4b_omi2", "gemma4", "omi2", ["slice=cpu", "slice.mesh.tp=1"], "gemma"),
+        ("gpt_oss_20b_gsm8k", "gpt_oss", "gsm8k", ["slice=cpu", "trainer.max_prompt_tokens=768"], "harmony"),
+        # the MoE recipes: experts routed on CPU, the script's own engine knobs left in the config
+        ("gemma4_26b_a4b_omi2", "gemma4_moe", "omi2", ["slice=cpu"], "gemma"),
+        ("qwen3_30b_a3b_omi2", "qwen3_moe", "omi2", ["slice=cpu", "profile.steps=0"], "chatml"),
     ],
 )
-def test_the_pods_command_trains_here(preset: str, family: str, data: str, extra: list[str], tmp_path: Path) -> None:
+def test_the_pods_command_trains_here(
+    preset: str, family: str, data: str, extra: list[str], chat: str, tmp_path: Path
+) -> None:
     jobset = _dry_run(preset, tmp_path / "dry")
     name = jobset["metadata"]["name"]
     container = _container(jobset)
@@ -145,4 +153,9 @@ def test_the_pods_command_trains_here(preset: str, family: str, data: str, extra
         steps[1]
     )  # the seeds' reward stack and metric names
     config = yaml.safe_load((out / "config.yaml").read_text())
-    assert config["chat_template"]["name"] == ("gemma" if family == "gemma4" else "harmony")
+    assert config["chat_template"]["name"] == chat
+    assert config["trainer"]["rollout"]["env"] == {
+        k: v
+        for k, v in ((e["name"], e.get("value")) for e in container["env"])
+        if k in config["trainer"]["rollout"]["env"]
+    }  # the preset's process env was the pod's

@@ -8,12 +8,14 @@ commands are replayed with the same label selectors through the `kubernetes` cli
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
 
 from rlexp.config.launcher import SEED_PROXY_IMAGE, SEED_PROXY_XLA_FLAGS, SEED_SERVER_IMAGE
 from rlexp.launch.names import jobset_name
+from tests.helpers import compose_conf
 from tests.launch.conftest import TEST_IMAGE, run_cli
 from tests.launch.fake_apiserver import FakeApiServer
 
@@ -169,3 +171,54 @@ def test_single_launch_dry_run_prints_the_estimate(
     assert "rlexp: cost estimate for gemma4_e4b on v6e-32: 500 steps x" in out and "chip-hours x $2.70" in out
     assert "for the sweep" not in out
     assert yaml.safe_load((tmp_path / "jobset.yaml").read_text())["kind"] == "JobSet"
+
+
+@pytest.mark.parametrize(
+    ("preset", "expected"),
+    [
+        ("gemma4_e4b_omi2", {"RPA_D_BLOCK_SIZES": "1,1024,1,512", "VLLM_ENGINE_READY_TIMEOUT_S": "7200"}),
+        ("gpt_oss_20b_gsm8k", {"MODEL_IMPL_TYPE": "flax_nnx", "SKIP_JAX_PRECOMPILE": "1"}),
+        ("gemma4_26b_a4b_omi2", {"RPA_D_BLOCK_SIZES": "1,1024,1,512", "TPU_BACKEND_TYPE": "jax"}),
+        ("qwen3_30b_a3b_omi2", {"SKIP_JAX_PRECOMPILE": "1"}),
+    ],
+)
+def test_the_seeds_process_env_reaches_the_rlexp_container(
+    preset: str, expected: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    over = ["+hydra.launcher.env.TOKENIZERS_PARALLELISM=off"]  # the launcher's env wins over the preset's
+    assert (
+        run_cli(monkeypatch, f"experiment={preset}", "hydra.launcher.dry_run=true", *over, f"hydra.run.dir={tmp_path}")
+        == 0
+    )
+    (rlexp,) = [c for c in _head(yaml.safe_load((tmp_path / "jobset.yaml").read_text()))["containers"]]
+    names = [e["name"] for e in rlexp["env"]]
+    assert len(names) == len(set(names))  # one entry a variable
+    env = {e["name"]: e["value"] for e in rlexp["env"] if "value" in e}
+    assert {k: env.get(k) for k in expected} == expected and env["ENABLE_PATHWAYS_PERSISTENCE"] == "1"
+    assert env["TOKENIZERS_PARALLELISM"] == "off" and env["JAX_PLATFORMS"] == "proxy"
+
+
+@pytest.mark.parametrize(
+    ("preset", "server_digest", "experts"),
+    [("gemma4_26b_a4b_omi2", "@sha256:d03068b3", 8), ("qwen3_30b_a3b_omi2", "@sha256:d03068b3", 1)],
+)
+def test_the_moe_recipes_render_v7x_jobsets(
+    preset: str, server_digest: str, experts: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MaxText's two MoE scripts on v7x 4x4x4: a head and 16 workers of 4 chips each, pinned Pathways images."""
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    assert run_cli(monkeypatch, f"experiment={preset}", "hydra.launcher.dry_run=true", f"hydra.run.dir={tmp_path}") == 0
+    js = yaml.safe_load((tmp_path / "jobset.yaml").read_text())
+    worker_job = js["spec"]["replicatedJobs"][1]["template"]["spec"]
+    pod = worker_job["template"]["spec"]
+    (worker,) = pod["containers"]
+    assert worker_job["completions"] == 16 and worker["resources"]["limits"]["google.com/tpu"] == "4"
+    assert pod["nodeSelector"]["cloud.google.com/gke-tpu-accelerator"] == "tpu7x"
+    assert pod["nodeSelector"]["cloud.google.com/gke-tpu-topology"] == "4x4x4"
+    assert server_digest in worker["image"]
+    from rlexp.train.cluster import rollout_config
+
+    rc = rollout_config(compose_conf([f"experiment={preset}"]), SimpleNamespace(eos_token_id=1))
+    assert rc.expert_parallel_size == experts and rc.data_parallel_size * rc.tensor_parallel_size * experts == 64
+    assert rc.rollout_vllm_kwargs == ({"enable_expert_parallel": True} if experts > 1 else {})

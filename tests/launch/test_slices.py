@@ -20,6 +20,8 @@ from tests.helpers import compose_conf
         ("v6e-1", "1x1", 1, 1, "tpu-v6e-slice", "ct6e-standard-1t", "tpuv6e:1x1"),
         ("v5litepod-256", "16x16", 256, 64, "tpu-v5-lite-podslice", "ct5lp-hightpu-4t", "tpuv5e:16x16"),
         ("v5p-8", "2x2x1", 4, 1, "tpu-v5p-slice", "ct5p-hightpu-4t", "tpuv5:2x2x1"),
+        ("v7x-128", "4x4x4", 64, 16, "tpu7x", "tpu7x-standard-4t", "tpu7x:4x4x4"),
+        ("v7x-8", "2x2x1", 4, 1, "tpu7x", "tpu7x-standard-4t", "tpu7x:2x2x1"),
     ],
 )
 def test_tpu_table(name: str, topology: str, chips: int, vms: int, label: str, machine: str, instance: str) -> None:
@@ -72,3 +74,19 @@ def test_topology_that_contradicts_the_name_is_rejected() -> None:
         tpu_slice("v6e-32", "4x4")
     with pytest.raises(ConfigError, match="generation"):
         tpu_slice("v9z-8")
+
+
+def test_v7x_chips_are_two_devices_each_and_unpriced() -> None:
+    """The MaxText MoE scripts' v7x 4x4x4: 64 chips, 128 JAX devices (64 sample), 96 GiB of HBM a device."""
+    from rlexp.config.cost import estimate_cost, roofline_step_s
+
+    cfg = compose_conf(["slice=v7x-128"])
+    s = cfg.slice
+    assert (s.chips, s.vms, s.chips_per_vm, s.devices, s.rollout_devices) == (64, 16, 4, 128, 64)
+    assert s.hbm_gib_per_device == 96.0 and tpu_slice("v7x-128").hbm_gib_per_chip == 192.0
+    est = estimate_cost(compose_conf(["slice=v7x-128", "cost.step_time_s=60", "trainer.max_steps=60"]))
+    assert est["chips"] == 64 and est["chip_hours"] == pytest.approx(64.0, rel=0.05)
+    assert est["cost_usd"] is None and "cost.price_per_chip_hour" in est["price_source"]
+    priced = estimate_cost(compose_conf(["slice=v7x-128", "cost.step_time_s=60", "cost.price_per_chip_hour=3"]))
+    assert priced["cost_usd"] == pytest.approx(priced["chip_hours"] * 3, rel=1e-6)
+    assert roofline_step_s(cfg) is not None

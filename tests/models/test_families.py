@@ -18,6 +18,7 @@ from tests.helpers import compose_conf, conf_options
 EXPECTED_PARAMS = {
     "qwen3_0_6b": 0.596, "qwen3_1_7b": 1.721, "qwen3_4b": 4.022, "qwen3_8b": 8.191,
     "llama3_1_8b": 8.030, "gpt_oss_20b": 20.915, "gemma4_e4b": 7.52, "gemma4_e2b": 4.65,
+    "qwen3_30b_a3b": 30.532, "gemma4_26b_a4b": 25.2,  # total; 3.3B / 3.8B active
 }  # fmt: skip
 
 
@@ -56,6 +57,23 @@ def _hf_qwen3(**over: object) -> dict:
           "intermediate_size": 3072, "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128,
           "rope_theta": 1000000, "tie_word_embeddings": True}  # fmt: skip
     return {**hf, **over}
+
+
+def test_moe_config_json_is_checked_for_what_tunix_implements():
+    """Qwen3-30B-A3B-Base's config.json (the hub spells num_experts); Tunix routes every layer, renormalised."""
+    m = compose_conf(["model=qwen3_30b_a3b"]).model
+    hub = _hf_qwen3(model_type="qwen3_moe", num_hidden_layers=48, hidden_size=2048, intermediate_size=6144,
+                    moe_intermediate_size=768, num_attention_heads=32, num_key_value_heads=4, num_experts=128,
+                    num_experts_per_tok=8, norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[],
+                    tie_word_embeddings=False)  # fmt: skip
+    check_hf_config(m, hub, "/ckpt")
+    with pytest.raises(RlexpError) as err:
+        check_hf_config(m, {**hub, "norm_topk_prob": False, "num_experts": 64, "mlp_only_layers": [3]}, "/ckpt")
+    msg = str(err.value)
+    assert "norm_topk_prob=False (rlexp's qwen3 MoE needs True)" in msg and "mlp_only_layers=[3]" in msg
+    assert "model.extra.num_experts=128 vs num_local_experts=64" in msg and "\n" not in msg
+    dense = compose_conf(["model=qwen3_0_6b"]).model
+    check_hf_config(dense, _hf_qwen3(norm_topk_prob=False), "/ckpt")  # a dense option ignores MoE keys
 
 
 def test_config_json_mismatch_names_every_field():

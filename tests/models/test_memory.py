@@ -83,3 +83,19 @@ def test_param_count_equals_the_built_models(name):
     abstract = nnx.eval_shape(lambda: model_cls(cfg, rngs=nnx.Rngs(0)))
     built = sum(int(np.prod(x.shape)) for x in jax.tree_util.tree_leaves(nnx.state(abstract, nnx.Param)))
     assert param_count(m) == built
+
+
+@pytest.mark.parametrize(
+    ("preset", "billions", "total_gib", "kv_gib"),
+    [("gemma4_26b_a4b_omi2", 25.23, 26.59, 5.62), ("qwen3_30b_a3b_omi2", 30.53, 59.54, 12.00)],
+)
+def test_the_moe_recipes_fit_v7x_devices(preset: str, billions: float, total_gib: float, kv_gib: float) -> None:
+    """Every expert is a weight the trainer holds (sharded over 64 devices of 96 GiB); the KV cache of 128 x 8
+    rollouts of 8192 tokens counts gemma4's 2-head global layers and qwen3's 4 KV heads."""
+    est = check_fits(compose_conf([f"experiment={preset}"]))
+    assert est["trainer_chips"] == 64 and est["capacity"] == 96 * GIB
+    assert est["param_count"] / 1e9 == pytest.approx(billions, abs=0.01)
+    assert est["total"] / GIB == pytest.approx(total_gib, abs=0.01)
+    assert est["kv_cache"] / GIB == pytest.approx(kv_gib, abs=0.01)
+    with pytest.raises(ConfigError, match="does not fit; largest is activations"):
+        check_fits(compose_conf([f"experiment={preset}", "model.remat=none", "trainer.micro_batch_size=64"]))

@@ -1,4 +1,4 @@
-"""Qwen3 and Llama 3 loaded by rlexp (Tunix modules) match Hugging Face transformers on random tiny checkpoints."""
+"""Qwen3 (dense and MoE) and Llama 3 loaded by rlexp (Tunix modules) match transformers on random tiny checkpoints."""
 
 from __future__ import annotations
 
@@ -15,8 +15,12 @@ TOL = 1e-4
 GEN = 32
 
 
-def _qwen3(theta: float) -> object:
-    return transformers.Qwen3Config(
+def _qwen3(theta: float, cls: type = transformers.Qwen3Config, **over: object) -> object:
+    return cls(
+        **{
+            "tie_word_embeddings": True,
+            **over,
+        },
         vocab_size=VOCAB,
         hidden_size=64,
         intermediate_size=128,
@@ -26,7 +30,6 @@ def _qwen3(theta: float) -> object:
         head_dim=16,
         rope_theta=theta,
         rms_norm_eps=1e-6,
-        tie_word_embeddings=True,
         max_position_embeddings=128,
     )
 
@@ -59,7 +62,14 @@ def _llama(scaled: bool) -> object:
     )
 
 
+# Qwen3-30B-A3B's layout, tiny: every layer routes to top-2 of 8 experts, renormalised (norm_topk_prob); no dense
+# layer (mlp_only_layers=[], decoder_sparse_step=1), so intermediate_size goes unused
+QWEN3_MOE = dict(moe_intermediate_size=32, num_experts=8, num_experts_per_tok=2, norm_topk_prob=True,
+                 tie_word_embeddings=False)  # fmt: skip
+
+
 CASES = {
+    "qwen3_moe": lambda: _qwen3(1_000_000.0, transformers.Qwen3MoeConfig, **QWEN3_MOE),
     "qwen3": lambda: _qwen3(1_000_000.0),
     "qwen3_theta5e6": lambda: _qwen3(5_000_000.0),
     "llama3_1": lambda: _llama(True),

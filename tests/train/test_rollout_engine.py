@@ -40,6 +40,45 @@ def test_seed_presets_build_tunix_vllm_rollout_config(experiment: str, dp: int, 
     assert rollout_engine(cfg, colocated=False) == "vllm" == rollout_engine(cfg, colocated=True)
 
 
+# The MaxText scripts' vLLM settings (run_gemma4_e4b_rl.sh, run_gptoss_20b_rl.sh + rl.yml), as Tunix fields.
+SEED_VLLM = {
+    "gemma4_e4b_omi2": dict(
+        rollout_vllm_async_scheduling=True, rollout_vllm_enable_dp_attention=True, rollout_vllm_max_num_seqs=16,
+        rollout_vllm_max_num_batched_tokens=2048, rollout_vllm_reshard_chunk_size=420, expert_parallel_size=1,
+        kv_cache_size=512 + 3584 + 512,
+    ),
+    "gpt_oss_20b_gsm8k": dict(
+        rollout_vllm_async_scheduling=True, rollout_vllm_enable_dp_attention=False, rollout_vllm_max_num_seqs=None,
+        rollout_vllm_max_num_batched_tokens=None, rollout_vllm_reshard_chunk_size=None, expert_parallel_size=1,
+        kv_cache_size=256 + 768 + 256, rollout_vllm_model_version="unsloth/gpt-oss-20b-BF16",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("experiment", sorted(SEED_VLLM))
+def test_seed_vllm_settings_reach_tunix(experiment: str) -> None:
+    from rlexp.train.cluster import rollout_config
+
+    cfg = compose_conf([f"experiment={experiment}"])
+    rc = rollout_config(cfg, TOKENIZER)
+    assert {k: getattr(rc, k) for k in SEED_VLLM[experiment]} == SEED_VLLM[experiment]
+    assert rc.rollout_vllm_kwargs == {}  # no experts split over the rollout devices
+    assert cfg.trainer.rollout_micro_batch_size == 16
+
+
+def test_rollout_env_is_set_before_the_engine_but_never_over_a_set_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rlexp.train.cluster import apply_rollout_env
+
+    monkeypatch.setenv("TPU_BACKEND_TYPE", "torchax")
+    monkeypatch.delenv("RPA_D_BLOCK_SIZES", raising=False)
+    cfg = compose_conf(["experiment=gemma4_e4b_omi2"])
+    added = apply_rollout_env(cfg)
+    assert "TPU_BACKEND_TYPE" not in added and __import__("os").environ["TPU_BACKEND_TYPE"] == "torchax"
+    assert added["RPA_D_BLOCK_SIZES"] == __import__("os").environ["RPA_D_BLOCK_SIZES"] == "1,1024,1,512"
+    for name in added:
+        monkeypatch.delenv(name)
+
+
 def test_vanilla_leaves_vllm_fields_at_tunix_defaults() -> None:
     from tunix.rl.rollout.base_rollout import RolloutConfig
 
@@ -70,8 +109,19 @@ def test_vanilla_leaves_vllm_fields_at_tunix_defaults() -> None:
         (["trainer.rollout.tensor_parallel=0"], "trainer.rollout.tensor_parallel=0"),
         (
             ["experiment=gemma4_e4b_omi2", "trainer.rollout.data_parallel=4"],
-            "data_parallel x tensor_parallel = 8 must equal the 16 rollout devices",
+            "data_parallel x tensor_parallel x expert_parallel = 8 must equal the 16 rollout devices",
         ),
+        (
+            ["experiment=gemma4_e4b_omi2", "trainer.rollout.data_parallel=4", "trainer.rollout.expert_parallel=2"],
+            "trainer.rollout.expert_parallel=2: must divide the model's experts (none); use 1",
+        ),
+        (
+            ["experiment=qwen3_30b_a3b_omi2", "model.extra.num_experts=96"],
+            "slice.mesh.fsdp=-1: the FSDP size 64 must divide the 96 experts",
+        ),
+        (["trainer.rollout.max_num_seqs=0"], "trainer.rollout.max_num_seqs=0: use a positive number, or null"),
+        (["trainer.rollout.kv_cache_buffer=-1"], "trainer.rollout.kv_cache_buffer=-1: use tokens >= 0"),
+        (["+trainer.rollout.env={A-B: x}"], "trainer.rollout.env.A-B='x': use an environment variable name"),
         (
             ["experiment=gpt_oss_20b_gsm8k", "trainer.rollout.tensor_parallel=-1", "trainer.rollout.data_parallel=3"],
             "must divide the 16",
