@@ -29,6 +29,7 @@ from rlexp.tools.formats import FORMATS, Format
 from rlexp.tools.toolbox import ToolBox
 
 BUCKET = 16  # prompt widths of later turns round up to this many tokens
+TURN_FIELDS = ("max_prompt_length", "max_tokens_to_generate", "eos_tokens", "seed")  # what a turn's config sets
 
 Generate = Callable[[list[str], Any], Any]  # (prompt strings, RolloutConfig) -> RolloutOutput
 
@@ -113,9 +114,8 @@ class EpisodeRunner:
             if prompt_tokens is None:
                 prompt_tokens = np.asarray(out.left_padded_prompt_tokens)
             for i in live:
-                self._step(i, out.text[i], list(out.tokens[i]), texts, tokens, masks, final, convs)
+                t = self._step(i, out.text[i], list(out.tokens[i]), texts, tokens, masks, final, convs)
                 turns[i] += 1
-                t = convs[i][-1]
                 calls[i] += len(t.get("tool_calls", []))
                 errors[i] += t.pop("errors", 0)
                 if t.pop("end", None) is not None:
@@ -140,8 +140,9 @@ class EpisodeRunner:
         )
         return self.last
 
-    def _step(self, i, text, ids, texts, tokens, masks, final, convs) -> None:  # noqa: ANN001
-        """One model turn of episode i: append it, and its tools' results unless the episode ends here."""
+    def _step(self, i, text, ids, texts, tokens, masks, final, convs) -> dict[str, Any]:  # noqa: ANN001
+        """One model turn of episode i: append it, and its tools' results unless the episode ends here; the turn's
+        record (with `end`, `truncated`, `errors` for the caller to take out)."""
         room = self.budget - len(tokens[i])
         ended_on_stop = len(ids) < self.turn_tokens
         if len(ids) >= room:  # the budget ends the episode inside (or right at the end of) this turn
@@ -156,10 +157,10 @@ class EpisodeRunner:
         texts[i] += text
         if len(ids) == room:
             record.update(end="budget", truncated=bool(parsed.calls or parsed.errors), errors=len(parsed.errors))
-            return
+            return record
         if (self.answer is not None and self.answer.search(text)) or not (parsed.calls or parsed.errors):
             record.update(end="answer")
-            return
+            return record
         if ended_on_stop:  # the turn's end token, written by the model (the sampler drops it from the output)
             stop = self.call_stop if parsed.calls else self.stop_id
             tokens[i].append(stop), masks[i].append(1)
@@ -178,10 +179,11 @@ class EpisodeRunner:
         env = self.encode(self.format.continuation(results))
         if len(tokens[i]) + len(env) >= self.budget:  # no room for another turn after the results
             record.update(end="budget", truncated=True)
-            return
+            return record
         tokens[i] += env
         masks[i] += [0] * len(env)
         texts[i] += self.tokenizer.decode(env)
+        return record
 
 
 def install(learner: Any, runner: EpisodeRunner) -> None:
@@ -208,13 +210,18 @@ def install(learner: Any, runner: EpisodeRunner) -> None:
         base = cluster.cluster_config.rollout_config
 
         def turn(strings: list[str], config: Any) -> Any:
-            cluster.cluster_config.rollout_config = config
+            # the cluster's generate samples with its own rollout config (its mesh and perf spans around the
+            # call): this turn's widths, stop tokens and seed are set on it for the call
+            saved = {f: getattr(base, f) for f in TURN_FIELDS}
+            for f in TURN_FIELDS:
+                setattr(base, f, getattr(config, f))
             try:
                 return own_generate(prompts=strings, mode=mode, micro_batch_size=micro_batch_size, **kw)
             finally:
-                cluster.cluster_config.rollout_config = base
+                for f, v in saved.items():
+                    setattr(base, f, v)
 
-        ep = runner.run(list(prompts), turn, base)
+        ep = runner.run(list(prompts), turn, dataclasses.replace(base))
         return RolloutOutput(text=ep.final, logits=None, tokens=ep.tokens, left_padded_prompt_tokens=ep.prompt_tokens,
                              logprobs=None)  # fmt: skip
 
