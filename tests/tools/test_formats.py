@@ -81,3 +81,26 @@ def test_an_unknown_tool_is_an_error_message_and_counted() -> None:
     assert failed and "unknown tool 'nope'" in text
     assert box.call("add", {"numbers": [2, 3]}) == ("5", False)
     assert (box.calls, box.errors) == (2, 1)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '<tool_call>{"name": "add"}</tool_call>',
+        "<tool_call>[1, 2]</tool_call>",
+        '<tool_call>{"arguments": {}}</tool_call>',
+    ],
+)
+def test_calls_tunix_0_1_7_crashes_on_are_parsed_or_answered(text) -> None:  # noqa: ANN001
+    """Tunix's QwenToolParser catches only JSONDecodeError: a call without "arguments" or "name", or JSON that is
+    not an object, raises out of the rollout. rlexp's parser takes the first as a call with no arguments and
+    answers the others with an error message."""
+    from tunix.rl.agentic.parser.tool_parser.qwen_parser import QwenToolParser
+
+    with pytest.raises((KeyError, TypeError)):
+        QwenToolParser().parse(text)
+    turn = FORMATS["qwen"].parse(text)
+    if '"name"' in text:
+        assert turn.calls == [Call("add", {})] and not turn.errors
+    else:
+        assert not turn.calls and turn.errors == ['a tool call needs {"name": ..., "arguments": {...}}']
