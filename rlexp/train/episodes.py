@@ -54,11 +54,22 @@ class Episodes:
             "agent/episodes_truncated": float(np.mean(self.truncated)),
         }
 
+    def head(self, n: int) -> Episodes:
+        """The first n episodes (the prompt tokens left out)."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "prompt_tokens"}
+        return Episodes(**{k: v[:n] for k, v in fields.items()}, prompt_tokens=None)
+
     def padded_mask(self, width: int) -> np.ndarray:
         out = np.zeros((len(self.mask), width), dtype=bool)
         for row, m in zip(out, self.mask, strict=True):
             row[: len(m)] = m
         return out
+
+
+def merged_stats(parts: list[Episodes]) -> dict[str, float]:
+    """`Episodes.stats` over several batches of episodes, as one."""
+    lists = ("final", "tokens", "mask", "turns", "tool_calls", "tool_errors", "truncated", "conversations")
+    return Episodes(**{k: [x for p in parts for x in getattr(p, k)] for k in lists}, prompt_tokens=None).stats()
 
 
 class EpisodeRunner:

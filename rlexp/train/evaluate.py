@@ -132,8 +132,9 @@ def evaluate(
         sampled_cfg = dataclasses.replace(base_rollout_config, temperature=1.0, top_p=1.0, top_k=None)
         rep_rows = [r for r in rows for _ in range(t.eval_samples)]
         rollout_rows = (t.rollout_micro_batch_size or t.batch_size) * t.num_generations
+        parts: list[Any] = []  # agent=tools: the sampled chunks' episodes
         sampled = sample_in_chunks(
-            cluster, [r["prompt"] for r in rep_rows], sampled_cfg, rollout_rows, cfg.seed, episodes=episodes
+            cluster, [r["prompt"] for r in rep_rows], sampled_cfg, rollout_rows, cfg.seed, episodes, parts
         )
         flags, _ = scorer.score(rep_rows, sampled)
         n = t.eval_samples
@@ -143,7 +144,9 @@ def evaluate(
         # first-pass completions that used all of max_completion_tokens without ending: the budget cuts answers
         result["truncated"] = float(np.mean(first_cut))
         if episodes is not None:  # the sampled episodes' turns and tool use (agent/* of training, at eval)
-            result.update({k.replace("agent/", "agent_"): v for k, v in episodes.last.stats().items()})
+            from rlexp.train.episodes import merged_stats
+
+            result.update({k.replace("agent/", "agent_"): v for k, v in merged_stats(parts).items()})
         return result
     finally:
         if own:
@@ -161,7 +164,13 @@ def generate_texts(cluster: Any, prompts: list[str], config: Any, episodes: Any 
 
 
 def sample_in_chunks(
-    cluster: Any, prompts: list[str], rollout_config: Any, rows: int, seed: int, episodes: Any = None
+    cluster: Any,
+    prompts: list[str],
+    rollout_config: Any,
+    rows: int,
+    seed: int,
+    episodes: Any = None,
+    parts: list[Any] | None = None,
 ) -> list[str]:
     """Completions of `prompts` sampled in calls of `rows` prompts, the training rollout's batch: with training's
     sampling settings (temperature 1, top-p 1 by default) these calls reuse its compiled prefill and decode
@@ -175,4 +184,6 @@ def sample_in_chunks(
         config = dataclasses.replace(rollout_config, seed=seed + EVAL_SEED_OFFSET + 1_000_003 * i)
         texts, _ = generate_texts(cluster, chunk + [chunk[0]] * (rows - len(chunk)), config, episodes)
         out.extend(texts[: len(chunk)])
+        if episodes is not None and parts is not None:  # the call's episodes, less the top-up rows
+            parts.append(episodes.last.head(len(chunk)))
     return out

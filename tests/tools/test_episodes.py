@@ -99,3 +99,13 @@ def test_the_token_budget_ends_an_episode_before_the_context_overflows(tokenizer
     ep = r.run(["p"], scripted(tokenizer, [CALL, "102"], r.turn_tokens)[0], config())
     assert ep.truncated == [True] and len(ep.tokens[0]) <= 70
     assert ep.turns == [1]  # no room for the tool's results and another turn
+
+
+def test_stats_of_several_batches_are_those_of_their_episodes(tokenizer) -> None:  # noqa: ANN001
+    from rlexp.train.episodes import merged_stats
+
+    r = runner(tokenizer)
+    one = r.run(["p", "p"], scripted(tokenizer, [CALL, "102"], r.turn_tokens)[0], config())
+    two = r.run(["p"], scripted(tokenizer, ["7"], r.turn_tokens)[0], config())
+    stats = merged_stats([one.head(1), two])
+    assert stats["agent/turns_mean"] == 1.5 and stats["agent/tool_calls_mean"] == 0.5
