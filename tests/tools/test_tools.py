@@ -86,5 +86,6 @@ def test_http_sends_the_token_from_the_environment(monkeypatch) -> None:  # noqa
     b = box("http", timeout_s=5.0, http={"url": url, "token_env": "RLEXP_TEST_TOOL_TOKEN"})
     assert b.call("http", {"q": "hi"}) == ("hi:Bearer s3cret", False)
     server.shutdown()
+    server.server_close()
     text, failed = b.call("http", {"q": "hi"})  # the server is gone: a message, not a crash
     assert failed and "s3cret" not in text
