@@ -9,6 +9,10 @@ sampled accuracy 0.016 -> 0.09). The warm-up uses label smoothing, so the policy
 is right more often than a sample at temperature 1 — the sharpening GRPO is there to do.
 Written in Hugging Face layout: config.json, model.safetensors, tokenizer.json,
 tokenizer_config.json — and loaded by rlexp through the same path as any checkpoint.
+
+`--model tiny_tools` builds the tool demo's model (experiment=tools_demo) the same way: ChatML prompts of the
+sums dataset, a share `--tool-share` of them answered through a calculator call (the call, then the answer after
+the tool's response, which is not trained on), the rest answered directly — so GRPO has a tool to learn to use.
 """
 
 from __future__ import annotations
@@ -50,6 +54,31 @@ def sft_batches(rows, tokenizer, seq_len: int, batch: int, steps: int, seed: int
     masks = np.array([e[1] for e in examples], np.float32)
     for _ in range(steps):
         idx = rng.integers(0, len(examples), batch)
+        yield toks[idx], masks[idx]
+
+
+def tool_batches(rows, tokenizer, seq_len: int, batch: int, steps: int, seed: int, tool_share: float):
+    """(tokens, loss_mask) batches of tool_demo episodes: [BOS] prompt, then a calculator call, the tool's response
+    (not trained on) and the answer, or the answer alone; each model turn ends with <|im_end|>."""
+    from rlexp.tools.formats import FORMATS
+
+    rng = np.random.default_rng(seed)
+    qwen, end = FORMATS["qwen"], tokenizer.eos_token_id
+    enc = lambda text: tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
+    toks = np.full((len(rows), seq_len), tokenizer.pad_token_id, np.int32)
+    masks = np.zeros((len(rows), seq_len), np.float32)
+    for k, r in enumerate(rows):
+        parts = [([tokenizer.bos_token_id, *enc(r["prompt"])], 0)]
+        if rng.random() < tool_share:
+            expr = r["question"].rstrip("=")
+            call = '<tool_call>{"name":"calculator","arguments":{"expression":"' + expr + '"}}</tool_call>'
+            parts += [([*enc(call), end], 1), (enc(qwen.continuation([("calculator", r["answer"])])), 0)]
+        parts.append(([*enc(r["answer"]), end], 1))
+        ids = [t for p, _ in parts for t in p]
+        toks[k, : len(ids)] = ids
+        masks[k, : len(ids)] = [m for p, m in parts for _ in p]
+    for _ in range(steps):
+        idx = rng.integers(0, len(rows), batch)
         yield toks[idx], masks[idx]
 
 
@@ -107,7 +136,7 @@ def hf_config(m) -> dict:
         "attention_bias": False,
         "torch_dtype": "float32",
         "bos_token_id": 1,
-        "eos_token_id": 2,
+        "eos_token_id": 2,  # </s>, or <|im_end|> for tiny_tools
         "pad_token_id": 0,
     }
 
@@ -117,21 +146,31 @@ def main() -> int:
     from rlexp.errors import ArgumentParser, in_range
 
     ap = ArgumentParser(prog="scripts/make_tiny_model.py", description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=REPO / "rlexp/models/builtin/tiny")
-    ap.add_argument("--steps", type=in_range(int, 1), default=400)
+    ap.add_argument("--model", choices=("tiny", "tiny_tools"), default="tiny")
+    ap.add_argument("--out", type=Path, default=None, help="default: rlexp/models/builtin/<model>")
+    ap.add_argument("--tool-share", type=in_range(float, 0, 1), default=0.4)
+    ap.add_argument("--steps", type=in_range(int, 1), default=None, help="default: 400 (tiny), 1200 (tiny_tools)")
     ap.add_argument("--batch", type=in_range(int, 1), default=32)
     ap.add_argument("--lr", type=in_range(float, 0), default=3e-3)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--label-smoothing", type=in_range(float, 0, 1, hi_open=True), default=0.2)
+    ap.add_argument(
+        "--label-smoothing", type=in_range(float, 0, 1, hi_open=True), default=None, help="default: 0.2 (tiny), 0"
+    )
     ap.add_argument("overrides", nargs="*", help="config overrides, e.g. dataset.params.max_operand=29")
     args = ap.parse_args()
+    args.out = args.out or REPO / "rlexp/models/builtin" / args.model
+    tools = args.model == "tiny_tools"
+    args.steps = args.steps or (1200 if tools else 400)
+    args.label_smoothing = (0.0 if tools else 0.2) if args.label_smoothing is None else args.label_smoothing
     if args.out.exists() and not args.out.is_dir():
         ap.error(f"--out={args.out}: a file is there; give a folder")
     return cli.command(lambda: build(args))
 
 
 def build(args: argparse.Namespace) -> int:
-    cfg = compose_default(args.overrides)  # a bad override fails here, before JAX is imported
+    tools = args.model == "tiny_tools"
+    # a bad override fails here, before JAX is imported
+    cfg = compose_default((["experiment=tools_demo"] if tools else []) + args.overrides)
     import jax
 
     jax.config.update("jax_default_matmul_precision", "highest")
@@ -141,21 +180,27 @@ def build(args: argparse.Namespace) -> int:
     from rlexp.data.registry import load_splits
     from rlexp.models import tunix_text
     from rlexp.models.export import flat_params, hf_tensors
-    from rlexp.models.tokenizer import build_char_tokenizer, load_tokenizer_dir
+    from rlexp.models.tokenizer import TOOL_VOCAB, build_char_tokenizer, load_tokenizer_dir
 
     args.out.mkdir(parents=True, exist_ok=True)
-    build_char_tokenizer(args.out)
+    if tools:
+        build_char_tokenizer(args.out, TOOL_VOCAB, eos="<|im_end|>")
+    else:
+        build_char_tokenizer(args.out)
     tokenizer = load_tokenizer_dir(args.out)
     # the same model class the loader builds, so warm-up and training see the same network (RoPE included)
     model = tunix_text.Qwen3(tunix_text.tunix_config(cfg.model), rngs=nnx.Rngs(params=args.seed))
     splits = load_splits(cfg.dataset)  # eval rows are never seen in warm-up
-    seq_len = 1 + max(len(r["question"]) + len(r["answer"]) for r in splits.train) + 1
-    loss = warm_up(
-        model,
-        sft_batches(splits.train, tokenizer, seq_len, args.batch, args.steps, args.seed),
-        args.lr,
-        args.label_smoothing,
-    )
+    if tools:
+        from rlexp.data.templates import render_splits
+
+        rows = render_splits(splits, cfg.data_template, cfg.chat_template, tokenizer, cfg.trainer.max_prompt_tokens)
+        seq_len = cfg.trainer.max_prompt_tokens + cfg.trainer.max_completion_tokens
+        batches = tool_batches(rows.train, tokenizer, seq_len, args.batch, args.steps, args.seed, args.tool_share)
+    else:
+        seq_len = 1 + max(len(r["question"]) + len(r["answer"]) for r in splits.train) + 1
+        batches = sft_batches(splits.train, tokenizer, seq_len, args.batch, args.steps, args.seed)
+    loss = warm_up(model, batches, args.lr, args.label_smoothing)
     tensors = hf_tensors(cfg.model, flat_params(model))  # the same nnx -> Hugging Face mapping as export
     save_file(
         {k: v.astype(np.float32) for k, v in tensors.items()},
@@ -171,6 +216,7 @@ def build(args: argparse.Namespace) -> int:
                 "lr": args.lr,
                 "seed": args.seed,
                 "label_smoothing": args.label_smoothing,
+                **({"tool_share": args.tool_share} if tools else {}),
                 "final_loss": loss,
             },
             indent=2,

@@ -26,3 +26,7 @@ def check_config(cfg: RlexpConfig) -> None:
         if f.fn not in known:
             raise ConfigError(f"reward.functions[{i}].fn", f.fn, f"use one of {', '.join(sorted(known))}")
         check_kwargs(f.fn, f.kwargs, f"reward.functions[{i}].kwargs")  # e.g. reward=code: the snippet parses
+    if cfg.agent.kind == "tools":
+        from rlexp.tools.toolbox import check_tools
+
+        check_tools(cfg.agent.tools)  # a tool that does not exist, an http tool without its url

@@ -226,6 +226,10 @@ def preflight(cfg: RlexpConfig, out_dir: str, *, allow_downloads: bool = True) -
             )
             rep.add(f"reward:{name}", "failed" if bad else "ok", detail)
         result["rewards"] = summary
+        if cfg.agent.kind == "tools":  # the parser and the tools on the same completions
+            from rlexp.checks.tool_preflight import add_check
+
+            add_check(cfg, items, rep, result)
         result["zero_variance_share"] = zero_variance_share(items, totals)
         result["rows"] = rows_out
     elif not any(c["name"] in ("dataset", "completions") and c["status"] == "skipped" for c in rep.checks):

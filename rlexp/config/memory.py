@@ -147,7 +147,9 @@ def estimate_memory(cfg: RlexpConfig) -> dict[str, Any]:
     tokens = t.max_prompt_tokens + t.max_completion_tokens
     sequences = t.batch_size * t.num_generations
     sampler_dp = s.rollout_devices // tp if s.rollout_devices else fsdp
-    kv_cache = kv_cache_bytes_per_sequence(m, tokens) * -(-sequences // max(sampler_dp, 1)) // tp
+    # agent=tools: a later turn's prompt holds the episode so far, and the cache room for one more whole turn
+    turn = (cfg.agent.max_turn_tokens or t.max_completion_tokens) + 16 if cfg.agent.kind == "tools" else 0
+    kv_cache = kv_cache_bytes_per_sequence(m, tokens + turn) * -(-sequences // max(sampler_dp, 1)) // tp
     micro = t.micro_batch_size * t.num_generations if t.micro_batch_size else sequences  # sequences per pass
     micro_per_chip = -(-micro // fsdp)
     layer_io = (1 if m.remat == "full" else 12) * micro_per_chip * tokens * m.embed_dim * BYTES[m.dtype]

@@ -283,6 +283,31 @@ class TrainerConfig:
 
 
 @dataclass
+class ToolConfig:
+    name: str = MISSING  # registry key of the tool (rlexp.tools.register): calculator, add, python, http, ...
+    kwargs: dict[str, Any] = field(default_factory=dict)  # the tool's own settings (http: url, token_env)
+
+
+@dataclass
+class AgentConfig:
+    """How a rollout interacts: one completion (single_turn), or episodes of model turns and tool calls (tools).
+
+    An episode's tokens after the prompt (model turns and tool outputs) fit trainer.max_completion_tokens; tool
+    outputs are masked out of the loss (rlexp.tools, rlexp.train.episodes).
+    """
+
+    name: str = "single_turn"
+    kind: str = "single_turn"  # single_turn | tools
+    max_turns: int = 1  # model turns per episode
+    tools: list[ToolConfig] = field(default_factory=list)
+    tool_format: str = "auto"  # auto (from chat_template) | qwen | gemma | harmony
+    max_turn_tokens: int | None = None  # tokens one model turn may generate; null: trainer.max_completion_tokens
+    max_tool_tokens: int = 32  # a tool's output is cut to this many tokens
+    tool_timeout_s: float = 5.0  # a tool call taking longer is an error message to the model
+    answer_pattern: str | None = None  # a turn matching this regex ends the episode, tool calls or not
+
+
+@dataclass
 class LoggerConfig:
     """Experiment tracking backend; metrics.jsonl and summary.json are always written."""
 
@@ -369,6 +394,7 @@ class RlexpConfig:
     chat_template: ChatTemplateConfig = MISSING
     data_template: DataTemplateConfig = MISSING
     trainer: TrainerConfig = MISSING
+    agent: AgentConfig = field(default_factory=AgentConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     seed: int = 0
     run_name: str = "rlexp"
@@ -390,5 +416,6 @@ GROUP_SCHEMAS: dict[str, type] = {
     "chat_template": ChatTemplateConfig,
     "data_template": DataTemplateConfig,
     "trainer": TrainerConfig,
+    "agent": AgentConfig,
     "logger": LoggerConfig,
 }

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 
+from rlexp.config.agent_rules import check_agent
 from rlexp.config.algorithm_rules import check_critic_family
 from rlexp.config.derived import resolve_mesh
 from rlexp.config.family_rules import check_model_option
@@ -167,6 +168,7 @@ def validate(cfg: RlexpConfig) -> None:
     if t.eval_prompts > cfg.dataset.eval_size > 0:
         raise ConfigError("trainer.eval_prompts", t.eval_prompts, f"the eval split has {cfg.dataset.eval_size} rows")
     _check_reward(cfg)
+    check_agent(cfg)  # turns, budgets, the tool-call format the chat template carries
     _check_profile(cfg)
     _choice("logger.name", cfg.logger.name, ("none", "wandb", "tensorboard"))
     check_fits(cfg)  # chips of known memory only (TPU/GPU slices); the message carries the numbers

@@ -21,17 +21,36 @@ from rlexp.errors import RunError
 PAD, BOS, EOS = "<pad>", "<s>", "</s>"
 # ids 0/1/2: Tunix prepends BOS only when bos_id() is truthy, so BOS must not be 0.
 CHAR_VOCAB = [PAD, BOS, EOS, *"0123456789", "+", "-", "=", " "]
+# `tiny_tools`: ChatML and Qwen's tool-call markers as single tokens (<|im_end|> is its EOS), and the characters
+# of the calls' JSON
+TOOL_MARKERS = ["<|im_start|>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
+TOOL_VOCAB = [
+    PAD,
+    BOS,
+    "<|im_end|>",
+    *TOOL_MARKERS,
+    *"0123456789",
+    *"+-= \n",
+    *'{}[]":,',
+    *"abcdefghijklmnopqrstuvwxyz",
+]
 
 
-def build_char_tokenizer(out_dir: Path, chars: list[str] = CHAR_VOCAB) -> None:
-    """Write tokenizer.json + tokenizer_config.json for a character-level tokenizer."""
+def build_char_tokenizer(out_dir: Path, chars: list[str] = CHAR_VOCAB, eos: str = EOS) -> None:
+    """Write tokenizer.json + tokenizer_config.json for a character-level tokenizer; entries of `chars` longer
+    than a character are added tokens (one token each, kept by decode)."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 
     vocab = {tok: i for i, tok in enumerate(chars)}
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token=PAD))
     tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
     tok.decoder = decoders.Fuse()  # without a decoder, decode() joins characters with spaces
-    tok.add_special_tokens([PAD, BOS, EOS])
+    tok.add_special_tokens([PAD, BOS, eos])
+    markers = [c for c in chars if len(c) > 1 and c not in (PAD, BOS, eos)]
+    if markers:
+        from tokenizers import AddedToken
+
+        tok.add_tokens([AddedToken(m, normalized=False) for m in markers])
     out_dir.mkdir(parents=True, exist_ok=True)
     tok.save(str(out_dir / "tokenizer.json"))
     (out_dir / "tokenizer_config.json").write_text(
@@ -39,12 +58,12 @@ def build_char_tokenizer(out_dir: Path, chars: list[str] = CHAR_VOCAB) -> None:
             {
                 "tokenizer_class": "PreTrainedTokenizerFast",
                 "bos_token": BOS,
-                "eos_token": EOS,
+                "eos_token": eos,
                 "pad_token": PAD,
                 "unk_token": PAD,
                 "add_bos_token": False,
                 "add_eos_token": False,
-                "model_max_length": 64,
+                "model_max_length": 64 if chars is CHAR_VOCAB else 256,
                 "clean_up_tokenization_spaces": False,
             },
             indent=2,

@@ -23,6 +23,7 @@ TITLES = {
     analyze.KL: "KL to reference",
     analyze.LENGTH: "completion length (tokens)",
 }
+AGENT_CURVES = ("agent/turns_mean", "agent/tool_calls_mean", "agent/tool_errors", "agent/episodes_truncated")
 SHORT_NAMES = {analyze.REWARD: "reward", analyze.PASS1: "pass@1", analyze.KL: "KL", analyze.LENGTH: "length"}
 STAT_NAMES = {"final": "final", "best": "best", "last10": "last 10 %"}
 SMOOTHED = {analyze.REWARD, analyze.KL, analyze.LENGTH}
@@ -231,8 +232,17 @@ def samples_table(run: Run) -> str:
         text = str(text)
         return esc(text if len(text) <= n else text[: n - 1] + "…")
 
+    def completion(r: dict) -> str:
+        if not r.get("conversation"):
+            return f"<code>{cut(r.get('completion', ''))}</code>"
+        # agent=tools: the episode as a conversation, one line a turn (the model's, or a tool's result)
+        return "<br>".join(
+            f'<span class="turn">{esc(m["name"] if m["role"] == "tool" else "model")}:</span> <code>{cut(m["content"])}</code>'
+            for m in r["conversation"]
+        )
+
     body = "".join(
-        f"<tr><td>{cut(r.get('prompt', ''))}</td><td><code>{cut(r.get('completion', ''))}</code></td>"
+        f"<tr><td>{cut(r.get('prompt', ''))}</td><td>{completion(r)}</td>"
         f"<td>{cut(r.get('answer', ''))}</td>"
         f"<td>{esc(', '.join(f'{k}={fmt(v, 3)}' for k, v in (r.get('rewards') or {}).items()))}</td></tr>"
         for r in rows
@@ -296,7 +306,8 @@ def render(sweep: Sweep, evals: str = "") -> str:
         f"{esc(_label(r, label_keys))} <small>({esc(r.state)})</small></li>"
         for r in sweep.runs
     )
-    charts = "".join(chart(m, sweep.runs, colors) for m in analyze.CURVES)
+    curves = analyze.CURVES + tuple(m for m in AGENT_CURVES if any(r.series(m) for r in sweep.runs))
+    charts = "".join(chart(m, sweep.runs, colors) for m in curves)
     parts = analyze.reward_chart_runs(sweep, ranked)
     reward_charts = (
         '<h2>Rewards of a composite, one chart per run</h2><div class="charts">'

@@ -9,6 +9,7 @@ Job kinds:
   evaluate  `source` defines evaluate(example, response) -> float; called once per item in a forked child
   tests     per item, `code` is run and then each of `tests` (assert statements); value = share passed
   python    a user function (`source` of a file, or `spec` module:function to import), `call` batch or item
+  exec      per item, `code` is run; its output is what it prints (the `python` tool of rlexp.tools)
 Answer: {"values": [float | null], "errors": [str | null]} or {"error": str, "fatal": bool} when the job
 cannot start (the snippet does not parse, defines no evaluate, ...).
 Forked children (evaluate, tests) get `item_timeout_s` each, run at most `parallel` at a time, and a child's
@@ -181,6 +182,20 @@ def _python(job):
     return fn
 
 
+def _exec(code):
+    """What `code` prints, or its error's last line: a tool's answer to the model."""
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            exec(compile(code, "<tool>", "exec"), {"__name__": "__main__"})
+    except BaseException as exc:  # noqa: BLE001 - the model's code failing is an answer, not a crash
+        return out.getvalue()[-2000:] + _err(exc)
+    return out.getvalue()[-2000:]
+
+
 class _Fatal(Exception):
     """The job cannot start, and would not on a second try."""
 
@@ -204,6 +219,8 @@ def run(job):
         return {"error": "setting up the reward failed: " + _err(exc), "fatal": False}
     if job.get("check_only"):
         return {"values": [], "errors": []}
+    if kind == "exec":
+        return {"values": [], "outputs": [_exec(it["code"]) for it in items]}
     if kind in ("evaluate", "tests"):
         values, errors = _forked(kind, target, items, lim)
     elif job.get("call") == "item":

@@ -76,10 +76,12 @@ def rollout_config(cfg: RlexpConfig, tokenizer: Any, prompt_tokens: int | None =
 
     t = cfg.trainer
     width = prompt_tokens or t.max_prompt_tokens
+    # agent=tools: a later turn's prompt holds the episode so far (in buckets of 16) and samples a whole turn
+    turn = (cfg.agent.max_turn_tokens or t.max_completion_tokens) + 16 if cfg.agent.kind == "tools" else 0
     return RolloutConfig(
         max_tokens_to_generate=t.max_completion_tokens,
         max_prompt_length=width,
-        kv_cache_size=width + t.max_completion_tokens + t.rollout.kv_cache_buffer,
+        kv_cache_size=width + t.max_completion_tokens + t.rollout.kv_cache_buffer + turn,
         temperature=t.temperature,
         top_p=t.top_p,
         # a top-k beyond the vocabulary keeps every token, which XLA's top_k refuses to be asked for

@@ -103,24 +103,28 @@ def evaluate(
     base_rollout_config: Any,
     scorer: Scorer | None = None,
     kept: dict[str, Any] | None = None,
+    episodes: Any = None,
 ) -> dict[str, float]:
     """The eval's metrics on `rows` (module docstring), the mean completion length (characters) and the share of
     first-pass completions cut by `trainer.max_completion_tokens`. `scorer`: the run's (built here when None);
-    `kept` receives the first pass's completions under "completions"."""
+    `kept` receives the first pass's completions under "completions". `episodes` (agent=tools: the run's
+    rlexp.train.episodes runner): each completion is an episode, scored on its last model turn; cut = truncated."""
     t = cfg.trainer
     own = scorer is None
     if scorer is None:
         scorer = Scorer(cfg, build_rewards(cfg.reward, 1))
     try:
         prompts = [r["prompt"] for r in rows]
-        passes, first_tokens = [], None
+        passes, first_cut = [], None
         for p in range(t.eval_passes):
-            out = cluster.rollout.generate(prompts, strategy_rollout_config(cfg, base_rollout_config, p))
-            if first_tokens is None:
-                first_tokens = out.tokens
+            texts, cut = generate_texts(
+                cluster, prompts, strategy_rollout_config(cfg, base_rollout_config, p), episodes
+            )
+            if first_cut is None:
+                first_cut = cut
                 if kept is not None:
-                    kept["completions"] = list(out.text)
-            passes.append(scorer.score(rows, list(out.text)))
+                    kept["completions"] = list(texts)
+            passes.append(scorer.score(rows, list(texts)))
         per_prompt = [[passes[p][0][i] for p in range(t.eval_passes)] for i in range(len(rows))]
         rewards = [v for _, totals in passes for v in totals if np.isfinite(v)]
         result = strategy_metrics(per_prompt, t.eval_mode, float(np.mean(rewards)) if rewards else 0.0)
@@ -128,21 +132,46 @@ def evaluate(
         sampled_cfg = dataclasses.replace(base_rollout_config, temperature=1.0, top_p=1.0, top_k=None)
         rep_rows = [r for r in rows for _ in range(t.eval_samples)]
         rollout_rows = (t.rollout_micro_batch_size or t.batch_size) * t.num_generations
-        sampled = sample_in_chunks(cluster, [r["prompt"] for r in rep_rows], sampled_cfg, rollout_rows, cfg.seed)
+        parts: list[Any] = []  # agent=tools: the sampled chunks' episodes
+        sampled = sample_in_chunks(
+            cluster, [r["prompt"] for r in rep_rows], sampled_cfg, rollout_rows, cfg.seed, episodes, parts
+        )
         flags, _ = scorer.score(rep_rows, sampled)
         n = t.eval_samples
         groups = [flags[i * n : (i + 1) * n] for i in range(len(rows))]
         result.update(sampled_metrics(groups, sorted(set(t.eval_k) | {1})))
         result["mean_length"] = float(np.mean([len(c) for c in sampled]))
         # first-pass completions that used all of max_completion_tokens without ending: the budget cuts answers
-        result["truncated"] = float(np.mean([len(tokens) >= t.max_completion_tokens for tokens in first_tokens]))
+        result["truncated"] = float(np.mean(first_cut))
+        if episodes is not None:  # the sampled episodes' turns and tool use (agent/* of training, at eval)
+            from rlexp.train.episodes import merged_stats
+
+            result.update({k.replace("agent/", "agent_"): v for k, v in merged_stats(parts).items()})
         return result
     finally:
         if own:
             scorer.rewards.close()
 
 
-def sample_in_chunks(cluster: Any, prompts: list[str], rollout_config: Any, rows: int, seed: int) -> list[str]:
+def generate_texts(cluster: Any, prompts: list[str], config: Any, episodes: Any = None) -> tuple[list[str], list[bool]]:
+    """Completions of `prompts` (with `episodes`: each episode's last model turn), and whether each used all of
+    `trainer.max_completion_tokens` without ending (an episode: truncated by its budget or max_turns)."""
+    if episodes is not None:
+        ep = episodes.run(list(prompts), cluster.rollout.generate, config)
+        return ep.final, ep.truncated
+    out = cluster.rollout.generate(prompts, config)
+    return list(out.text), [len(tokens) >= config.max_tokens_to_generate for tokens in out.tokens]
+
+
+def sample_in_chunks(
+    cluster: Any,
+    prompts: list[str],
+    rollout_config: Any,
+    rows: int,
+    seed: int,
+    episodes: Any = None,
+    parts: list[Any] | None = None,
+) -> list[str]:
     """Completions of `prompts` sampled in calls of `rows` prompts, the training rollout's batch: with training's
     sampling settings (temperature 1, top-p 1 by default) these calls reuse its compiled prefill and decode
     programs instead of compiling a pair for the eval's size (2.4 s of a first run). The last call is topped up
@@ -153,6 +182,8 @@ def sample_in_chunks(cluster: Any, prompts: list[str], rollout_config: Any, rows
     for i, start in enumerate(range(0, len(prompts), rows)):
         chunk = prompts[start : start + rows]
         config = dataclasses.replace(rollout_config, seed=seed + EVAL_SEED_OFFSET + 1_000_003 * i)
-        texts = cluster.rollout.generate(chunk + [chunk[0]] * (rows - len(chunk)), config).text
+        texts, _ = generate_texts(cluster, chunk + [chunk[0]] * (rows - len(chunk)), config, episodes)
         out.extend(texts[: len(chunk)])
+        if episodes is not None and parts is not None:  # the call's episodes, less the top-up rows
+            parts.append(episodes.last.head(len(chunk)))
     return out

@@ -67,6 +67,7 @@ class TrainingSession:
         self.clock = StepClock()  # perf/step_time_sec, less checkpoint saves and mid-run evals
         self._bar: Any = None
         self.profile: str | None = None  # the trace's folder (profile.steps), once the trainer has its profiler
+        self.episodes: Any = None  # agent=tools: the episode runner (rlexp.train.episodes)
         # Every process trains (collectives); only process 0 writes the run files and the tracker.
         self.primary = jax.process_index() == 0
 
@@ -163,6 +164,8 @@ class TrainingSession:
                 "reward": float(rewards[i]),
                 "rewards": {k: v[i] for k, v in per_sample.items() if len(v) == n},
             }
+            if self.episodes is not None and self.episodes.last is not None:  # the whole conversation
+                row["conversation"] = self.episodes.last.conversations[i]
             rows.append(to_json_line(row))
         self.samples.write(rows)
 
@@ -199,7 +202,9 @@ class TrainingSession:
         settle()  # multi-process CPU: nothing dispatched before may still run collectives (rlexp.train.collectives)
         with contextlib.nullcontext() if in_actor_update else mesh:
             rollout_config = self.cluster.cluster_config.rollout_config
-            result = evaluate(self.cluster, self.eval_rows, self.conf, rollout_config, self.scorer)
+            result = evaluate(
+                self.cluster, self.eval_rows, self.conf, rollout_config, self.scorer, episodes=self.episodes
+            )
         took = time.perf_counter() - start
         if in_actor_update:  # between two steps: not the next step's time (rlexp.train.stepclock)
             self.clock.set_aside(took)
@@ -294,6 +299,11 @@ class TrainingSession:
                 self.conf, actor, reference, tokenizer, self.meshes, self.collector, self.run_dir, width, critic
             )
         learner = build_learner(self.conf, self.cluster, self.rewards.fns, [self.metric_fn], refill=self._refill())
+        if self.conf.agent.kind == "tools":  # rollouts become episodes of turns and tool calls
+            from rlexp.train.episodes import EpisodeRunner, install
+
+            self.episodes = EpisodeRunner(self.conf, tokenizer)
+            install(learner, self.episodes)
         self.cluster.actor_trainer.with_training_hooks(StepHooks(self))
         self.clock.time_saves(self.cluster.actor_trainer.checkpoint_manager, t.checkpoint_every)
         self.clock.time_close(self.cluster)
@@ -344,6 +354,8 @@ class TrainingSession:
             storage.write_json(self.path("summary.json"), summary)
         self.tracker.finish(summary, exit_code=0 if status == "completed" else 1)
         self.rewards.close()
+        if self.episodes is not None:
+            self.episodes.tools.close()
         self._print_summary(summary)
         if stop_cause is not None:
             raise stop_cause

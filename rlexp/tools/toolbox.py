@@ -1,0 +1,84 @@
+"""`ToolBox` runs a turn's calls: a tool that raises, times out, is unknown or answers something other than text
+yields an error message to the model and a counted error, never a crash."""
+
+from __future__ import annotations
+
+import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
+
+import rlexp.tools.builtin  # noqa: F401  (registers calculator, add, python, http)
+from rlexp.errors import ConfigError
+from rlexp.tools.registry import Tool, registered
+
+
+def known_tools() -> dict[str, Tool]:
+    return registered()
+
+
+def check_tools(configs: list[Any]) -> None:
+    """Each configured tool exists and its kwargs pass its own check (ConfigError naming agent.tools[i])."""
+    tools = known_tools()
+    for i, c in enumerate(configs):
+        if c.name not in tools:
+            raise ConfigError(f"agent.tools[{i}].name", c.name, f"no such tool; use one of {', '.join(sorted(tools))}")
+        if tools[c.name].check is not None:
+            tools[c.name].check(dict(c.kwargs), f"agent.tools[{i}].kwargs")
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool) or value is None:
+        raise TypeError(f"returned {value!r} where text belongs")
+    if isinstance(value, int | float):
+        return repr(value) if isinstance(value, float) and not value.is_integer() else str(int(value))
+    return json.dumps(value)  # a TypeError for what JSON cannot carry
+
+
+class ToolBox:
+    """The tools of a run, with their kwargs, a per-call timeout and counters (`calls`, `errors`)."""
+
+    def __init__(self, configs: list[Any], timeout_s: float) -> None:
+        tools = known_tools()
+        self.tools = {c.name: (tools[c.name], dict(c.kwargs)) for c in configs}
+        self.timeout_s = timeout_s
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="rlexp-tool")
+        self._lock = threading.Lock()
+        self.calls = self.errors = 0
+
+    def specs(self) -> list[dict[str, Any]]:
+        """The offered tools as chat templates' `tools` list (OpenAI function schema)."""
+        return [
+            {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+            for t, _ in self.tools.values()
+        ]
+
+    def call(self, name: str, arguments: Any) -> tuple[str, bool]:
+        """(text for the model, whether it is an error)."""
+        with self._lock:
+            self.calls += 1
+        text, failed = self._run(name, arguments)
+        if failed:
+            with self._lock:
+                self.errors += 1
+        return text, failed
+
+    def _run(self, name: str, arguments: Any) -> tuple[str, bool]:
+        if name not in self.tools:
+            return f"error: unknown tool {name!r}; tools: {', '.join(self.tools)}", True
+        if not isinstance(arguments, dict):
+            return f"error: arguments of {name} must be a JSON object", True
+        tool, kwargs = self.tools[name]
+        future = self._pool.submit(tool.fn, arguments, **kwargs)
+        try:
+            return _text(future.result(timeout=self.timeout_s)), False
+        except FutureTimeout:
+            return f"error: {name} timed out after {self.timeout_s:g} s", True
+        except Exception as exc:  # noqa: BLE001 - a tool's fault is the model's observation, never a crashed run
+            return f"error: {name}: {type(exc).__name__}: {str(exc)[:200]}", True
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)

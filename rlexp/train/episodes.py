@@ -1,0 +1,253 @@
+"""Multi-turn episodes (agent=tools): model turns, tool calls and tool results, and the loss mask over them.
+
+An episode starts from the rendered prompt. Each turn the policy samples at most `agent.max_turn_tokens`; the
+turn's calls are parsed in the run's tool-call format (rlexp.tools.formats) and run (rlexp.tools.ToolBox), and
+their results, with the next assistant header, are appended as environment text. The episode ends on a turn
+without calls (the answer), a turn matching `agent.answer_pattern`, `agent.max_turns` turns, or the token
+budget `trainer.max_completion_tokens` (both counted as truncated). The budget binds before the next turn is
+sampled, so prompt + episode never outgrow the KV cache or the model's context.
+
+Training sees the whole episode as one completion: the model's tokens with mask 1, the environment's (tool
+results, turn headers) with mask 0. The mask replaces Tunix's pad-only completion mask, so the policy loss and
+the KL to the reference model both leave tool outputs out; the reward scores the episode's last model turn.
+Every row of the batch is sampled in every turn (finished ones from their prompt, the output dropped), so
+turns keep one batch shape and prompt widths fall in buckets of 16 tokens: few compiled programs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from rlexp.config.agent_rules import tool_format
+from rlexp.config.schema import RlexpConfig
+from rlexp.tools.formats import FORMATS, Format
+from rlexp.tools.toolbox import ToolBox
+
+BUCKET = 16  # prompt widths of later turns round up to this many tokens
+TURN_FIELDS = ("max_prompt_length", "max_tokens_to_generate", "eos_tokens", "seed")  # what a turn's config sets
+
+Generate = Callable[[list[str], Any], Any]  # (prompt strings, RolloutConfig) -> RolloutOutput
+
+
+@dataclasses.dataclass
+class Episodes:
+    final: list[str]  # each episode's last model turn: what the rewards score
+    tokens: list[np.ndarray]  # everything after the prompt
+    mask: list[np.ndarray]  # 1: written by the model, 0: by the environment
+    prompt_tokens: np.ndarray  # left-padded prompts of the first turn
+    turns: list[int]
+    tool_calls: list[int]
+    tool_errors: list[int]
+    truncated: list[bool]  # ended by max_turns or the token budget
+    conversations: list[list[dict[str, Any]]]
+
+    def stats(self) -> dict[str, float]:
+        return {
+            "agent/turns_mean": float(np.mean(self.turns)),
+            "agent/tool_calls_mean": float(np.mean(self.tool_calls)),
+            "agent/tool_errors": float(np.sum(self.tool_errors)),
+            "agent/episodes_truncated": float(np.mean(self.truncated)),
+        }
+
+    def head(self, n: int) -> Episodes:
+        """The first n episodes (the prompt tokens left out)."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "prompt_tokens"}
+        return Episodes(**{k: v[:n] for k, v in fields.items()}, prompt_tokens=None)
+
+    def padded_mask(self, width: int) -> np.ndarray:
+        out = np.zeros((len(self.mask), width), dtype=bool)
+        for row, m in zip(out, self.mask, strict=True):
+            row[: len(m)] = m
+        return out
+
+
+def merged_stats(parts: list[Episodes]) -> dict[str, float]:
+    """`Episodes.stats` over several batches of episodes, as one."""
+    lists = ("final", "tokens", "mask", "turns", "tool_calls", "tool_errors", "truncated", "conversations")
+    return Episodes(**{k: [x for p in parts for x in getattr(p, k)] for k in lists}, prompt_tokens=None).stats()
+
+
+class EpisodeRunner:
+    """Runs a batch of episodes through a `generate` function (the cluster's rollout)."""
+
+    def __init__(self, cfg: RlexpConfig, tokenizer: Any, tools: ToolBox | None = None) -> None:
+        a = cfg.agent
+        self.cfg, self.tokenizer = cfg, tokenizer
+        self.format: Format = FORMATS[tool_format(cfg)]
+        self.tools = tools or ToolBox(a.tools, a.tool_timeout_s)
+        self.budget = cfg.trainer.max_completion_tokens
+        self.turn_tokens = a.max_turn_tokens or self.budget
+        self.answer = re.compile(a.answer_pattern) if a.answer_pattern else None
+        # a model turn ends on the format's turn-end token where the tokenizer has it as one token, else on EOS
+        self.stop_id = self._single(self.format.turn_end, tokenizer.eos_token_id)
+        self.call_stop = self._single(self.format.call_end, self.stop_id)  # harmony: <|call|> ends a turn with calls
+        self.stop_ids = sorted({self.stop_id, self.call_stop, self._single("<|return|>", self.stop_id)})
+        self.last: Episodes | None = None
+
+    def _single(self, marker: str, default: int) -> int:
+        ids = self.encode(marker)
+        return ids[0] if len(ids) == 1 else default
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def _cut(self, text: str) -> str:
+        ids = self.encode(text)
+        limit = self.cfg.agent.max_tool_tokens
+        return text if len(ids) <= limit else self.tokenizer.decode(ids[:limit])
+
+    def run(self, prompts: list[str], generate: Generate, config: Any) -> Episodes:
+        n = len(prompts)
+        texts, tokens, masks = [""] * n, [[] for _ in range(n)], [[] for _ in range(n)]
+        final, turns, calls, errors = [""] * n, [0] * n, [0] * n, [0] * n
+        truncated, active = [False] * n, [True] * n
+        convs: list[list[dict[str, Any]]] = [[] for _ in range(n)]
+        prompt_tokens = None
+        width = config.max_prompt_length
+        for turn in range(self.cfg.agent.max_turns):
+            live = [i for i in range(n) if active[i]]
+            if not live:
+                break
+            used = max(len(tokens[i]) for i in live)
+            turn_cfg = dataclasses.replace(
+                config,
+                max_prompt_length=width + -(-used // BUCKET) * BUCKET,
+                max_tokens_to_generate=self.turn_tokens,
+                eos_tokens=self.stop_ids,
+                seed=None if config.seed is None else int(config.seed) + 7 * turn,
+            )
+            out = generate([prompts[i] + texts[i] if active[i] else prompts[i] for i in range(n)], turn_cfg)
+            if prompt_tokens is None:
+                prompt_tokens = np.asarray(out.left_padded_prompt_tokens)
+            for i in live:
+                t = self._step(i, out.text[i], list(out.tokens[i]), texts, tokens, masks, final, convs)
+                turns[i] += 1
+                calls[i] += len(t.get("tool_calls", []))
+                errors[i] += t.pop("errors", 0)
+                if t.pop("end", None) is not None:
+                    active[i] = False
+                    truncated[i] = bool(t.pop("truncated", False))
+            for i in live:
+                if active[i] and turn == self.cfg.agent.max_turns - 1:  # called tools in its last allowed turn
+                    active[i], truncated[i] = False, True
+        for i in range(n):  # tool results after the last turn the episode has are not part of it
+            while masks[i] and not masks[i][-1]:
+                masks[i].pop(), tokens[i].pop()
+        self.last = Episodes(
+            final=final,
+            tokens=[np.asarray(t, dtype=np.int32) for t in tokens],
+            mask=[np.asarray(m, dtype=bool) for m in masks],
+            prompt_tokens=prompt_tokens,
+            turns=turns,
+            tool_calls=calls,
+            tool_errors=errors,
+            truncated=truncated,
+            conversations=convs,
+        )
+        return self.last
+
+    def _step(self, i, text, ids, texts, tokens, masks, final, convs) -> dict[str, Any]:  # noqa: ANN001
+        """One model turn of episode i: append it, and its tools' results unless the episode ends here; the turn's
+        record (with `end`, `truncated`, `errors` for the caller to take out)."""
+        room = self.budget - len(tokens[i])
+        ended_on_stop = len(ids) < self.turn_tokens
+        if len(ids) >= room:  # the budget ends the episode inside (or right at the end of) this turn
+            ids, ended_on_stop = ids[:room], False
+            text = self.tokenizer.decode(ids)
+        final[i] = text
+        record: dict[str, Any] = {"role": "assistant", "content": text}
+        convs[i].append(record)
+        parsed = self.format.parse(text + (self.format.call_end if ended_on_stop else ""))
+        tokens[i] += ids
+        masks[i] += [1] * len(ids)
+        texts[i] += text
+        if len(ids) == room:
+            record.update(end="budget", truncated=bool(parsed.calls or parsed.errors), errors=len(parsed.errors))
+            return record
+        if (self.answer is not None and self.answer.search(text)) or not (parsed.calls or parsed.errors):
+            record.update(end="answer")
+            return record
+        if ended_on_stop:  # the turn's end token, written by the model (the sampler drops it from the output)
+            stop = self.call_stop if parsed.calls else self.stop_id
+            tokens[i].append(stop), masks[i].append(1)
+            texts[i] += self.tokenizer.decode([stop])
+        results = []
+        for call in parsed.calls:
+            out, failed = self.tools.call(call.name, call.arguments)
+            results.append((call.name, self._cut(out)))
+            record.setdefault("tool_calls", []).append({"name": call.name, "arguments": call.arguments})
+            convs[i].append({"role": "tool", "name": call.name, "content": results[-1][1], "error": failed})
+            record["errors"] = record.get("errors", 0) + failed
+        for message in parsed.errors:  # a malformed call is answered, so the model can retry
+            results.append(("error", message))
+            record["errors"] = record.get("errors", 0) + 1
+            convs[i].append({"role": "tool", "name": "error", "content": message, "error": True})
+        env = self.encode(self.format.continuation(results))
+        if len(tokens[i]) + len(env) >= self.budget:  # no room for another turn after the results
+            record.update(end="budget", truncated=True)
+            return record
+        tokens[i] += env
+        masks[i] += [0] * len(env)
+        texts[i] += self.tokenizer.decode(env)
+        return record
+
+
+def install(learner: Any, runner: EpisodeRunner) -> None:
+    """Make Tunix's GRPO-family learner roll out episodes and train on them under the episode mask.
+
+    The learner's `_generate_and_compute_advantage` (guarded by its source fingerprint) asks the cluster for
+    completions and builds a pad-only mask: during that call the cluster's `generate` runs episodes, and the
+    returned example's mask becomes the episode mask. Nothing of Tunix's is replaced.
+    """
+    from tunix.rl import rl_cluster as rl
+    from tunix.rl.grpo.grpo_learner import GRPOLearner
+    from tunix.rl.rollout.base_rollout import RolloutOutput
+
+    from rlexp.compat import patching
+    from rlexp.train.metrics import rlexp_metric_key
+
+    target = patching.Target(GRPOLearner, "_generate_and_compute_advantage", "755b193e95aeeedb")
+    patching.check("episodes", [target], "run agent=single_turn, or " + patching.REINSTALL, key="agent=tools")
+    cluster = learner.rl_cluster
+    own = learner._generate_and_compute_advantage
+    own_generate = cluster.generate
+
+    def generate(prompts: list[str], mode: Any = rl.Mode.TRAIN, micro_batch_size: Any = None, **kw: Any) -> Any:
+        base = cluster.cluster_config.rollout_config
+
+        def turn(strings: list[str], config: Any) -> Any:
+            # the cluster's generate samples with its own rollout config (its mesh and perf spans around the
+            # call): this turn's widths, stop tokens and seed are set on it for the call
+            saved = {f: getattr(base, f) for f in TURN_FIELDS}
+            for f in TURN_FIELDS:
+                setattr(base, f, getattr(config, f))
+            try:
+                return own_generate(prompts=strings, mode=mode, micro_batch_size=micro_batch_size, **kw)
+            finally:
+                for f, v in saved.items():
+                    setattr(base, f, v)
+
+        ep = runner.run(list(prompts), turn, dataclasses.replace(base))
+        return RolloutOutput(text=ep.final, logits=None, tokens=ep.tokens, left_padded_prompt_tokens=ep.prompt_tokens,
+                             logprobs=None)  # fmt: skip
+
+    def generate_and_advantage(training_input: Any, mode: Any = rl.Mode.TRAIN) -> Any:
+        import jax.numpy as jnp
+
+        cluster.generate = generate
+        try:
+            example = own(training_input, mode)
+        finally:
+            del cluster.generate  # the instance attribute: the class's method again
+        ep = runner.last
+        mask = ep.padded_mask(example.completion_mask.shape[1]) & np.asarray(example.completion_mask)
+        metrics = {rlexp_metric_key(k): (v, np.mean) for k, v in ep.stats().items()}
+        cluster.buffer_metrics(metrics, mode=mode)
+        return dataclasses.replace(example, completion_mask=jnp.asarray(mask))
+
+    learner._generate_and_compute_advantage = generate_and_advantage

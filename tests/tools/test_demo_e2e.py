@@ -1,0 +1,45 @@
+"""The tool demo through the command a user types: `rlexp experiment=tools_demo` learns to use its calculator
+(pass@1 up by >= 0.15), and its run dir holds episodes: conversations, agent/* metrics, a report that shows them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.helpers import run_rlexp
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):  # noqa: ANN001, ANN201
+    run_dir = tmp_path_factory.mktemp("tools_demo")
+    proc = run_rlexp("experiment=tools_demo", "logger=none", f"hydra.run.dir={run_dir}", timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return run_dir
+
+
+@pytest.mark.slow
+def test_the_demo_learns_to_use_the_tool(demo) -> None:  # noqa: ANN001
+    summary = json.loads((demo / "summary.json").read_text())
+    assert summary["status"] == "completed"
+    assert summary["eval"]["gain"]["pass_at_1"] >= 0.15
+    after = summary["eval"]["after"]
+    assert after["agent_tool_calls_mean"] > summary["eval"]["before"]["agent_tool_calls_mean"]
+
+
+@pytest.mark.slow
+def test_samples_metrics_and_report_hold_episodes(demo) -> None:  # noqa: ANN001
+    rows = [json.loads(x) for x in (demo / "samples.jsonl").read_text().splitlines()]
+    with_tool = [r for r in rows if any(m["role"] == "tool" for m in r["conversation"])]
+    assert with_tool, "no episode called the calculator"
+    turn = with_tool[0]["conversation"]
+    assert turn[0]["tool_calls"][0]["name"] == "calculator" and turn[-1]["role"] == "assistant"
+    metrics = [json.loads(x) for x in (demo / "metrics.jsonl").read_text().splitlines()]
+    train = [m for m in metrics if "agent/turns_mean" in m]
+    assert len(train) == 30
+    assert {"agent/tool_calls_mean", "agent/tool_errors", "agent/episodes_truncated"} <= set(train[0])
+    assert all(1.0 <= m["agent/turns_mean"] <= 2.0 for m in train)
+    out = demo / "report.html"
+    assert run_rlexp(str(demo), "--out", str(out), module="rlexp.report").returncode == 0
+    page = out.read_text()
+    assert 'class="turn">calculator:' in page and 'data-metric="agent/tool_calls_mean"' in page
