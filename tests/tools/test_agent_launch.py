@@ -18,11 +18,16 @@ from tests.launch.conftest import run_cli
 @pytest.mark.slow
 def test_the_tool_demo_trains_on_two_processes(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    short = ("trainer.max_steps=4", "trainer.eval_prompts=8", "trainer.num_generations=4")  # after SHORT: these win
+    short = (
+        "trainer.max_steps=2",
+        "trainer.eval_every=2",
+        "trainer.checkpoint_every=2",
+        "trainer.eval_prompts=8",
+    )  # after SHORT: these win
     codes = wait_all(start_two(run_dir, tmp_path, ("experiment=tools_demo", *short)), tmp_path)
     assert codes == [0, 0], tails(tmp_path)
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert (summary["status"], summary["train"]["steps"], summary["train"]["processes"]) == ("completed", 4, 2)
+    assert (summary["status"], summary["train"]["steps"], summary["train"]["processes"]) == ("completed", 2, 2)
     rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert all("agent/turns_mean" in r for r in rows if r["step"] > 0)
     assert "agent_tool_calls_mean" in summary["eval"]["after"]
