@@ -10,8 +10,10 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import string
 from typing import Any
 
+from rlexp.compat.chat_jinja import compiled_chat_template
 from rlexp.config.algorithm_rules import check_algorithm_keys
 from rlexp.config.hardware import tpu_slice
 from rlexp.config.schema import RlexpConfig
@@ -125,6 +127,41 @@ def check_values(cfg: RlexpConfig) -> None:
             raise ConfigError(f"reward.functions[{i}].range", list(f.range), "use [low, high] with low <= high")
     check_objective(cfg.objective)
     check_perf_patches(list(cfg.perf.patches))
+    check_templates(cfg.data_template, cfg.chat_template)
+
+
+def check_templates(data: Any, chat: Any) -> None:
+    """The data template names only {question} and {system_prompt}, and the question (without it every row
+    trains on the same prompt); a chat template is Jinja that compiles (its error line named)."""
+    try:
+        fields = [f for _, f, _, _ in string.Formatter().parse(data.template) if f is not None]
+    except ValueError as err:
+        raise ConfigError(
+            "data_template.template", data.template, f"not a format string ({err}); write {{{{ }}}} for a brace"
+        ) from None
+    unknown = [f for f in fields if f not in ("question", "system_prompt")]
+    if unknown:
+        raise ConfigError(
+            "data_template.template",
+            data.template,
+            f"may use only {{question}} and {{system_prompt}}, not {{{unknown[0]}}}",
+        )
+    if "question" not in fields:
+        raise ConfigError(
+            "data_template.template", data.template, "must hold {question}, where each row's question goes"
+        )
+    if chat.chat in (None, "tokenizer"):
+        return
+    from jinja2.exceptions import TemplateSyntaxError
+
+    try:
+        compiled_chat_template(chat.chat)
+    except TemplateSyntaxError as err:
+        raise ConfigError(
+            "chat_template.chat",
+            f"<{chat.name}>",
+            f"Jinja syntax error on line {err.lineno} of the template: {err.message}; fix that line",
+        ) from None
 
 
 def check_tpu_table(s: Any) -> None:

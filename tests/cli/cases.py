@@ -97,6 +97,33 @@ RLEXP = [
     _c(f"rlexp model.path={{models}}/bad_tok {RUN}", 1, "bad_tok/tokenizer.json"),
     _c(f"rlexp model.path={{models}}/no_weights {RUN}", 2, "no *.safetensors"),
     _c(f"rlexp model.path={{models}}/wrong_layers {RUN}", 2, "num_layers"),
+    # values the config layer refused only later (a traceback) or never (a wrong result)
+    _c(f"rlexp seed=-1 {RUN}", 2, "seed=-1: use an integer in [0, 4294967295]"),
+    _c(f"rlexp seed=99999999999999999999 {RUN}", 2, "seed=99999999999999999999"),
+    _c(f"rlexp trainer.final_lr_ratio=2 {RUN}", 2, "trainer.final_lr_ratio=2.0"),
+    _c(f"rlexp {TPU} slice.chips=7 {RUN}", 2, "slice.chips=7: v6e-32 (4x8) has 32"),
+    _c(f"rlexp {TPU} hydra.launcher.image= {RUN}", 2, "hydra.launcher.image=''"),
+    _c(
+        f"rlexp reward=http reward.functions.0.kwargs.url=http://127.0.0.1:9/ reward.functions.0.kwargs.timeout_s=-1 {RUN}",
+        2,
+        "reward.functions[0].kwargs.timeout_s=-1",
+    ),
+    _c(f"rlexp data_template.template=Solve_this. {RUN}", 2, "must hold {question}"),
+    _c(f"rlexp data_template.template='{{q}}' {RUN}", 2, "not {q}"),
+    _c(
+        f"rlexp chat_template.chat='{{%_if_x_%}}' {RUN}",
+        2,
+        "chat_template.chat='<plain>': Jinja syntax error on line 1",
+    ),
+    # data files: encoding, format, the schema of a row (file and line named)
+    _c(f"rlexp dataset=jsonl dataset.source={{files}}/latin1.jsonl {RUN}", 1, "latin1.jsonl:41: not UTF-8"),
+    _c(f"rlexp dataset=parquet dataset.source={{files}}/rows.csv {RUN}", 1, "rows.csv: not a parquet file"),
+    _c(f"rlexp dataset=parquet dataset.source={{files}}/rows.jsonl {RUN}", 1, "use dataset=jsonl"),
+    _c(
+        f"rlexp dataset=jsonl dataset.source={{files}}/list_answer.jsonl {RUN}",
+        1,
+        "list_answer.jsonl:41: answer holds a list",
+    ),
     _c("rlexp hydra.run.dir=/proc/no/such/run", 1, "hydra.run.dir=/proc/no/such/run"),
     _c("rlexp hydra.run.dir={files}/afile", 1, "hydra.run.dir={files}/afile"),
     _c(f"rlexp output_dir={{files}}/afile/run {RUN}", 1, "output_dir={files}/afile/run"),

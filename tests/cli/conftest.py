@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 from collections.abc import Iterator
@@ -44,6 +45,11 @@ def bad_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run.mkdir()
     (run / "summary.json").write_text('{"status": "completed", "eval": {"after": {"pass_at_1": 0.5}}}')
     (run / "metrics.jsonl").write_bytes(b'{"step": 1, "loss": 0.5}\n\x00\xff\xfe\x00garbage\n')
+    rows = "".join(json.dumps({"question": f"{i}+1=", "answer": str(i + 1)}) + "\n" for i in range(40))
+    (d / "rows.jsonl").write_text(rows)
+    (d / "latin1.jsonl").write_bytes(rows.encode() + '{"question": "caf\xe9", "answer": "1"}\n'.encode("latin-1"))
+    (d / "rows.csv").write_text("question,answer\n1+1=,2\n")
+    (d / "list_answer.jsonl").write_text(rows + '{"question": "1+1=", "answer": [2]}\n')
     (d / "emptydir").mkdir()
     (d / "adir").mkdir()
     (d / "afile").write_text("not a folder\n")
