@@ -115,6 +115,22 @@ RLEXP = [
         2,
         "chat_template.chat='<plain>': Jinja syntax error on line 1",
     ),
+    # user rewards: what the function returned, and where
+    _c(
+        f"rlexp reward=python reward.functions.0.kwargs.function={{files}}/rewards.py:huge logger=none {RUN}",
+        1,
+        "returned 1e+30, outside reward.functions[0].range=[-1, 1]",
+    ),
+    _c(
+        f"rlexp reward=python reward.functions.0.kwargs.function={{files}}/rewards.py:scalar logger=none {RUN}",
+        1,
+        "returned float 1.0, not a list of one number per completion",
+    ),
+    _c(
+        f"rlexp reward=python reward.functions.0.kwargs.function={{files}}/unparsable.py:f {RUN}",
+        2,
+        "unparsable.py:f': SyntaxError",
+    ),
     # data files: encoding, format, the schema of a row (file and line named)
     _c(f"rlexp dataset=jsonl dataset.source={{files}}/latin1.jsonl {RUN}", 1, "latin1.jsonl:41: not UTF-8"),
     _c(f"rlexp dataset=parquet dataset.source={{files}}/rows.csv {RUN}", 1, "rows.csv: not a parquet file"),
@@ -227,6 +243,11 @@ SERVE = [
     _c("rlexp.serve_reward --reward nosuch", 2, "--reward=nosuch: no such reward"),
     _c("rlexp.serve_reward --function nosuch_module:fn", 2, "--function=nosuch_module:fn"),
     _c("rlexp.serve_reward --function {files}/rewards.py:missing", 2, "--function={files}/rewards.py:missing"),
+    _c(
+        "rlexp.serve_reward --function {files}/unparsable.py:f",
+        2,
+        "--function={files}/unparsable.py:f: cannot load it; SyntaxError",
+    ),
     _c("rlexp.serve_reward --token-env RLEXP_TEST_NO_SUCH_VAR", 2, "--token-env=RLEXP_TEST_NO_SUCH_VAR"),
 ]
 

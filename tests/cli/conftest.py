@@ -35,7 +35,10 @@ def bad_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (d / "scored.jsonl").write_text("".join(item % i for i in range(4)))
     (d / "rewards.py").write_text(
         "def as_text(prompts, completions, **fields):\n    return ['high'] * len(completions)\n"
+        "def huge(prompts, completions, **fields):\n    return [1e30] * len(completions)\n"
+        "def scalar(prompts, completions, **fields):\n    return 1.0\n"
     )
+    (d / "unparsable.py").write_text("def f(:\n")
     for name, data in (("badlauncher", b'{"launcher": "gke", "handle": '), ("binlauncher", b"\x89PNG\r\n\x1a\n\x00")):
         (d / name).mkdir()
         (d / name / "launcher.json").write_bytes(data)
