@@ -151,6 +151,27 @@ RLEXP = [
         check="sweep_failed",
     ),
     _c("rlexp -m sweep.direction=up hydra.sweep.dir={tmp}/sweep", 2, "sweep.direction='up'", check="no_sweep_json"),
+    _c(
+        "rlexp -m seed=range(0,1000) trainer.batch_size=0 hydra.sweep.dir={tmp}/sweep",
+        2,
+        "trainer.batch_size=0: must be > 0 (every one of the sweep's 1000 jobs is refused for this; none ran)",
+        check="sweep_failed",
+    ),
+    _c(
+        "rlexp -m seed=range(0,0) hydra.sweep.dir={tmp}/sweep",
+        2,
+        "seed='range(0,0)': an empty sweep",
+        check="no_sweep_json",
+    ),
+    _c("rlexp -m seed=range(0,10,0) hydra.sweep.dir={tmp}/sweep", 2, "step must not be 0", check="no_sweep_json"),
+    _c("rlexp -m trainer=glob(nosuch*) hydra.sweep.dir={tmp}/sweep", 2, "trainer='glob(nosuch*)': an empty sweep"),
+    _c(
+        "rlexp -m hydra/sweeper=optuna hydra.sweeper.n_trials=0 trainer.learning_rate=interval(1e-4,1e-2) "
+        "hydra.sweep.dir={tmp}/sweep",
+        2,
+        "hydra.sweeper.n_trials=0",
+        check="no_sweep_json",
+    ),
     _c("rlexp -m sweep.resume=true hydra.sweep.dir={tmp}/nosweep", 2, "sweep.resume=True", check="no_sweep_json"),
     _c("rlexp -m trainer.beta=0,,1 hydra.sweep.dir={tmp}/sweep", 2, "trainer.beta=0,,1", check="no_sweep_json"),
     _c("rlexp -m +sweep=nosuch hydra.sweep.dir={tmp}/sweep", 2, "sweep='nosuch'", check="no_sweep_json"),
