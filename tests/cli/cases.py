@@ -223,6 +223,7 @@ REPORT = [
     _c("rlexp.report /nonexistent/sweep", 2, "/nonexistent/sweep: no such run or sweep dir"),
     _c("rlexp.report {files}/emptydir --out {tmp}/r.html", 2, "no runs found"),
     _c("rlexp.report {files}/binary_run --out {tmp}/r.html", 1, "binary_run/metrics.jsonl: not UTF-8"),
+    _c("rlexp.report {files}/list_summary --out {tmp}/r.html", 1, "list_summary/summary.json: holds a list"),
     _c("rlexp.report {fixture_runs} --out {files}/adir", 1, "adir"),
     _c(
         "rlexp.report {fixture_runs} --objective eval.after.nonexistent --out {tmp}/r.html",

@@ -53,6 +53,8 @@ def bad_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (d / "latin1.jsonl").write_bytes(rows.encode() + '{"question": "caf\xe9", "answer": "1"}\n'.encode("latin-1"))
     (d / "rows.csv").write_text("question,answer\n1+1=,2\n")
     (d / "list_answer.jsonl").write_text(rows + '{"question": "1+1=", "answer": [2]}\n')
+    (d / "list_summary").mkdir()
+    (d / "list_summary" / "summary.json").write_text("[1, 2]")
     (d / "emptydir").mkdir()
     (d / "adir").mkdir()
     (d / "afile").write_text("not a folder\n")
