@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from rlexp import log_setup
 from rlexp.errors import ConfigError, RlexpError, RunError
 
 FORMATS = {".jsonl": "jsonl", ".json": "json", ".parquet": "parquet"}
@@ -183,7 +184,7 @@ def _read_hub(source: str, subset: str | None, split: str, allow_downloads: bool
     except ImportError as err:
         raise RlexpError(f"dataset.source={source!r} is a hub dataset: install `datasets`") from err
     try:
-        with _hub_offline(not allow_downloads):
+        with _hub_offline(not allow_downloads), log_setup.quiet_libraries("datasets", "huggingface_hub", "fsspec"):
             ds = datasets.load_dataset(source, name=subset, split=split)
     except Exception as err:  # noqa: BLE001 - datasets raises many types for "not reachable / not cached"
         why = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
