@@ -205,6 +205,10 @@ def run(main: Callable[[], T]) -> T:
     take_debug_flag()
     log_setup.take_level_flags()
     install()
+    import logging
+
+    # a log file on a full disk: not a "--- Logging error ---" traceback per line; the run's error says it
+    logging.raiseExceptions = full_traceback()
     try:
         return main()
     except RlexpError as err:

@@ -64,12 +64,19 @@ def library_verbose() -> bool:
 
 
 class LibraryHandler(logging.StreamHandler):
-    """Hydra's console handler, which gets other libraries' records (datasets, absl, jax): WARNING and up, unless
-    `library_verbose()`. main.log keeps them all."""
+    """Hydra's console handler, which gets other libraries' records (datasets, absl, jax): WARNING and up (absl:
+    CRITICAL), unless `library_verbose()`. main.log keeps them all."""
 
     def __init__(self, stream: object = None) -> None:
         super().__init__(stream)  # type: ignore[arg-type]
         self.setLevel(logging.NOTSET if library_verbose() else logging.WARNING)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        # orbax logs each failed write of its threads as an absl ERROR before it raises; the run's one-line
+        # error says what failed (main.log keeps them)
+        if record.name == "absl" and record.levelno < logging.CRITICAL and not library_verbose():
+            return False
+        return bool(super().filter(record))
 
 
 @contextlib.contextmanager
