@@ -15,7 +15,7 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from rlexp.errors import ConfigError, RlexpError, exit_with_message
+from rlexp.errors import ConfigError, RlexpError, RunError, exit_with_message
 from rlexp.sweep import manifest, progress
 from rlexp.tracking import context
 
@@ -240,8 +240,21 @@ class SweepCallback(Callback):
         finished = all(j["state"] in ("completed", "failed") for j in data["jobs"])
         if finished and self._planned is not None and len(data["jobs"]) >= self._planned:
             data["state"] = "completed" if all(j["state"] == "completed" for j in data["jobs"]) else "failed"
+        from rlexp import train
+
+        if train.stop_signal and not ok:  # SIGTERM / Ctrl-C stopped this job: the sweep stops with it
+            job["state"] = "pending"  # its checkpoint is saved: a resume finishes it
+            data["state"] = "interrupted"
         manifest.save(directory, data)
         self._show(data)
+        if train.stop_signal and not ok:
+            pending = sum(j["state"] == "pending" for j in data["jobs"])
+            exit_with_message(
+                RunError(
+                    f"sweep stopped by {train.stop_signal[0]} in job {num}; {pending} job(s) pending, job {num} "
+                    f"saved to resume; rerun the same command with sweep.resume=true to finish it ({directory})"
+                )
+            )
         if not ok and finished and self._planned is not None and len(data["jobs"]) >= self._planned:
             self._write_report(directory)  # Hydra raises after a failed job, skipping on_multirun_end
 

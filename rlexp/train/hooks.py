@@ -79,6 +79,9 @@ class GracefulStop:
         if self.requested and signum == signal.SIGINT:
             raise KeyboardInterrupt  # second Ctrl-C: stop now
         self.requested = self.requested or signal.Signals(signum).name
+        from rlexp import train
+
+        train.stop_signal[:] = [self.requested]
         log.warning("\n%s received; saving a checkpoint after this step", signal.Signals(signum).name)
 
     def __exit__(self, *exc: Any) -> None:
