@@ -60,3 +60,30 @@ def test_a_lock_of_another_host_is_not_taken(tmp_path: Path) -> None:
     (tmp_path / runlock.LOCK).write_text(json.dumps({"host": "elsewhere", "pid": 1, "started": "t"}))
     with pytest.raises(RunError, match="host elsewhere, pid 1"):
         runlock.take(str(tmp_path))
+
+
+@pytest.mark.slow
+def test_ctrl_c_twice_stops_at_once_in_one_line_leaving_no_unfinished_checkpoint(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    from tests.helpers import start_rlexp
+
+    run = tmp_path / "run"
+    args = ["-q", "trainer.max_steps=40", "trainer.checkpoint_every=2", "trainer.eval_every=2", "logger=none"]
+    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
+    proc = start_rlexp(*args, f"hydra.run.dir={run}", cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        metrics = run / "metrics.jsonl"
+        while time.monotonic() < deadline and not (metrics.exists() and '"step": 3' in metrics.read_text()):
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    errors = [ln for ln in err.splitlines() if ln.startswith("rlexp: error: ")]
+    assert proc.returncode == 130 and len(errors) == 1 and "Traceback" not in err, err[-3000:]
+    assert not list((run / "checkpoints" / "actor").glob("*orbax-checkpoint-tmp*"))
