@@ -101,6 +101,9 @@ def _finished_or_locked(conf: Any, run_dir: str) -> float | None:
         return float(value) if isinstance(value, int | float) else float("nan")
     if not in_cluster_job():
         runlock.take(run_dir)
+    from rlexp.train.write_failure import warn_if_low_space
+
+    warn_if_low_space(conf, run_dir)
     return None
 
 

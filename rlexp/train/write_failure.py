@@ -10,15 +10,18 @@ from __future__ import annotations
 import atexit
 import contextlib
 import errno
+import logging
 import os
 import re
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 from rlexp import storage
 from rlexp.errors import RunError
 
+log = logging.getLogger("rlexp.train")
 WRITE_ERRNOS = {errno.ENOSPC: "ENOSPC", errno.EROFS: "EROFS", errno.EACCES: "EACCES", errno.EDQUOT: "EDQUOT"}
 # TensorStore (orbax) reports a failed write in its message: `Failed writing: "<path>": ... [os_error_code='28']`
 _TENSORSTORE = re.compile(r'(?:Failed writing|Error writing local file): "([^"]+)".*?os_error_code=.(\d+)', re.S)
@@ -91,3 +94,34 @@ def as_run_error(run_dir: str, err: BaseException) -> RunError | None:
     with contextlib.suppress(OSError):
         storage.write_json(storage.join(run_dir, "summary.json"), summary)
     return RunError(message)
+
+
+def checkpoint_bytes(conf: Any) -> int:
+    """A lower bound of one saved step: its stored parameters (the tiny default's step: 480 KiB on disk for 486 KiB
+    of float32 parameters; orbax's zstd shrinks AdamW's moments), so a warning is never a false alarm."""
+    from rlexp.config.memory import BYTES, lora_param_count, param_count
+
+    m, t = conf.model, conf.trainer
+    stored = lora_param_count(m, t.lora.rank) if t.lora.rank > 0 else param_count(m)  # LoRA: the adapters alone
+    return stored * BYTES.get(m.param_dtype, 4)
+
+
+def warn_if_low_space(conf: Any, run_dir: str) -> None:
+    """The preflight's warning when the run dir's disk has less free space than the checkpoints it will hold:
+    `trainer.keep_checkpoints` whole ones and the one being written."""
+    if storage.is_url(run_dir) or conf.trainer.checkpoint_every <= 0:
+        return
+    need = checkpoint_bytes(conf) * (conf.trainer.keep_checkpoints + 1)
+    try:
+        free = shutil.disk_usage(run_dir).free
+    except OSError:
+        return
+    if free < need:
+        log.warning(
+            "%s: %.1f MiB free, the checkpoints need at least %.1f MiB (%d kept + 1 being written); free space or "
+            "choose another hydra.run.dir, or a full disk stops the run at a checkpoint",
+            run_dir,
+            free / 2**20,
+            need / 2**20,
+            conf.trainer.keep_checkpoints,
+        )

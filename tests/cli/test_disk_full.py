@@ -45,3 +45,22 @@ def test_a_full_disk_is_one_line_and_the_run_resumes_once_space_is_freed(small_d
     assert summary["status"] == "completed" and summary["train"]["steps"] == 10
     steps = [json.loads(x)["step"] for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert steps == sorted(set(steps)) and steps[-1] == 10, "a metrics row is missing or twice"
+
+
+def test_the_preflight_warns_when_the_checkpoints_cannot_fit(tmp_path: Path, monkeypatch, caplog) -> None:  # noqa: ANN001
+    import shutil
+
+    from rlexp.train import write_failure
+    from tests.helpers import compose_conf
+
+    conf = compose_conf(["trainer.checkpoint_every=5"])
+    need = write_failure.checkpoint_bytes(conf) * (conf.trainer.keep_checkpoints + 1)
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(shutil, "disk_usage", lambda _: usage._replace(free=need - 1))
+    with caplog.at_level("WARNING", logger="rlexp.train"):
+        write_failure.warn_if_low_space(conf, str(tmp_path))
+    assert "the checkpoints need at least" in caplog.text and "2 kept + 1 being written" in caplog.text
+    caplog.clear()
+    monkeypatch.setattr(shutil, "disk_usage", lambda _: usage._replace(free=need))
+    write_failure.warn_if_low_space(conf, str(tmp_path))
+    assert caplog.text == ""
