@@ -136,9 +136,9 @@ RLEXP = [
     _c(f"rlexp dataset=parquet dataset.source={{files}}/rows.csv {RUN}", 1, "rows.csv: not a parquet file"),
     _c(f"rlexp dataset=parquet dataset.source={{files}}/rows.jsonl {RUN}", 1, "use dataset=jsonl"),
     _c(
-        f"rlexp dataset=jsonl dataset.source={{files}}/list_answer.jsonl {RUN}",
+        f"rlexp dataset=jsonl dataset.source={{files}}/list_id.jsonl dataset.id_field=id {RUN}",
         1,
-        "list_answer.jsonl:41: answer holds a list",
+        "list_id.jsonl:41: id holds a list",
     ),
     _c("rlexp hydra.run.dir=/proc/no/such/run", 1, "hydra.run.dir=/proc/no/such/run"),
     _c("rlexp hydra.run.dir={files}/afile", 1, "hydra.run.dir={files}/afile"),

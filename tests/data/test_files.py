@@ -179,9 +179,13 @@ def test_a_row_over_the_size_limit_is_skipped_unread(tmp_path, monkeypatch) -> N
     assert got[3][1] == {"__unparseable__": f"{path}:4"}
 
 
-def test_a_row_holding_a_list_answer_names_its_line(tmp_path) -> None:  # noqa: ANN001
+def test_a_row_holding_a_list_id_names_its_line_and_a_list_answer_stays_text(tmp_path) -> None:  # noqa: ANN001
     path = tmp_path / "d.jsonl"
-    path.write_text('{"question": "a", "answer": "1"}\n\n{"question": "b", "answer": {"x": 1}}\n')
-    cfg = _dataset("jsonl", source=str(path), eval_fraction=0.0)
-    with pytest.raises(RlexpError, match=rf"{path}:3: answer holds a dict"):
+    path.write_text(
+        '{"id": "a", "question": "a", "answer": ["t1"]}\n\n{"id": {"x": 1}, "question": "b", "answer": "1"}\n'
+    )
+    cfg = _dataset("jsonl", source=str(path), eval_fraction=0.0, id_field="id")
+    with pytest.raises(RlexpError, match=rf"{path}:3: id holds a dict"):
         load_splits(cfg)
+    path.write_text('{"id": "a", "question": "a", "answer": ["t1"]}\n')  # reward=code_tests' tests: a list
+    assert load_splits(cfg).train[0]["answer"] == "['t1']"
