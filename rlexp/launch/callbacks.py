@@ -242,17 +242,20 @@ class SweepCallback(Callback):
             data["state"] = "completed" if all(j["state"] == "completed" for j in data["jobs"]) else "failed"
         from rlexp import train
 
-        if train.stop_signal and not ok:  # SIGTERM / Ctrl-C stopped this job: the sweep stops with it
-            job["state"] = "pending"  # its checkpoint is saved: a resume finishes it
-            data["state"] = "interrupted"
+        if train.stop_signal:  # SIGTERM / Ctrl-C during this job: the sweep stops with it
+            if not ok:
+                job["state"] = "pending"  # its checkpoint is saved: a resume finishes it
+            if any(j["state"] == "pending" for j in data["jobs"]):
+                data["state"] = "interrupted"
         manifest.save(directory, data)
         self._show(data)
-        if train.stop_signal and not ok:
+        if train.stop_signal and any(j["state"] == "pending" for j in data["jobs"]):
             pending = sum(j["state"] == "pending" for j in data["jobs"])
             exit_with_message(
                 RunError(
-                    f"sweep stopped by {train.stop_signal[0]} in job {num}; {pending} job(s) pending, job {num} "
-                    f"saved to resume; rerun the same command with sweep.resume=true to finish it ({directory})"
+                    f"sweep stopped by {train.stop_signal[0]} in job {num}; {pending} job(s) pending"
+                    f"{'' if ok else f', job {num} saved to resume'}; rerun the same command with sweep.resume=true "
+                    f"to finish it ({directory})"
                 )
             )
         if not ok and finished and self._planned is not None and len(data["jobs"]) >= self._planned:
