@@ -90,4 +90,11 @@ def finished_run(conf: Any, run_dir: str) -> dict[str, Any] | None:
     steps = train.get("steps")
     if not isinstance(steps, int) or steps < conf.trainer.max_steps:
         return None
+    if not storage.is_url(run_dir):  # a newer or damaged newest checkpoint: the ordinary resume decides
+        from rlexp.train.checkpoints import damage
+
+        root = Path(run_dir) / "checkpoints" / "actor"
+        saved = sorted(int(p.name) for p in root.glob("*") if p.is_dir() and p.name.isdigit())
+        if saved and (saved[-1] != steps or damage(root / str(saved[-1])) is not None):
+            return None
     return summary
