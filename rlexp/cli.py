@@ -21,7 +21,14 @@ from collections.abc import Callable
 from typing import NoReturn, TypeVar
 
 from rlexp import log_setup
-from rlexp.errors import RlexpError, RunError, exit_with_message, full_traceback, print_error
+from rlexp.errors import (
+    RlexpError,
+    RunError,
+    end_quietly_on_interrupt,
+    exit_with_message,
+    full_traceback,
+    print_error,
+)
 
 T = TypeVar("T")
 
@@ -196,6 +203,7 @@ def install() -> None:
 
 def _interrupted() -> NoReturn:
     print_error(RunError("interrupted (Ctrl-C); rerun the same command to start again or resume"))
+    end_quietly_on_interrupt()
     sys.exit(130)
 
 
@@ -205,6 +213,10 @@ def run(main: Callable[[], T]) -> T:
     take_debug_flag()
     log_setup.take_level_flags()
     install()
+    import logging
+
+    # a log file on a full disk: not a "--- Logging error ---" traceback per line; the run's error says it
+    logging.raiseExceptions = full_traceback()
     try:
         return main()
     except RlexpError as err:

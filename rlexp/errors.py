@@ -83,7 +83,18 @@ def exit_with_message(err: BaseException, code: int | None = None) -> NoReturn:
     Hydra turns an exception raised in a callback into a warning, so a callback must end the process itself.
     """
     print_error(err)
+    end_quietly_on_interrupt()
     sys.exit(code if code is not None else getattr(err, "exit_code", 2))
+
+
+def end_quietly_on_interrupt() -> None:
+    """From now on (the error is printed, the process is ending) a Ctrl-C ends it at once with status 130, instead
+    of a KeyboardInterrupt traceback from inside an exit handler (JAX's backend teardown, orbax's threads)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, lambda *_: os._exit(130))
 
 
 def print_error(err: BaseException) -> None:

@@ -15,8 +15,11 @@ failing command ends with is not a log record (rlexp.errors.print_error).
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import sys
+from collections.abc import Iterator
 
 LOGGER = "rlexp"
 QUIET = ("-q", "--quiet")
@@ -53,6 +56,45 @@ class StatusHandler(logging.StreamHandler):
     @stream.setter
     def stream(self, value: object) -> None:  # StreamHandler.__init__ assigns it; the property wins
         pass
+
+
+def library_verbose() -> bool:
+    """Whether other libraries' records below WARNING are wanted: -v, or HYDRA_FULL_ERROR=1 (debugging)."""
+    return _console_level == logging.DEBUG or os.environ.get("HYDRA_FULL_ERROR") == "1"
+
+
+class LibraryHandler(logging.StreamHandler):
+    """Hydra's console handler, which gets other libraries' records (datasets, absl, jax): WARNING and up (absl:
+    CRITICAL), unless `library_verbose()`. main.log keeps them all."""
+
+    def __init__(self, stream: object = None) -> None:
+        super().__init__(stream)  # type: ignore[arg-type]
+        self.setLevel(logging.NOTSET if library_verbose() else logging.WARNING)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        # orbax logs each failed write of its threads as an absl ERROR before it raises; the run's one-line
+        # error says what failed (main.log keeps them)
+        if record.name == "absl" and record.levelno < logging.CRITICAL and not library_verbose():
+            return False
+        return bool(super().filter(record))
+
+
+@contextlib.contextmanager
+def quiet_libraries(*names: str) -> Iterator[None]:
+    """Hide the named libraries' records below ERROR while the block runs (a hub download's retry warnings
+    before the one-line error that sums them up), unless `library_verbose()`."""
+    if library_verbose():
+        yield
+        return
+    loggers = [logging.getLogger(n) for n in names]
+    saved = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, saved, strict=True):
+            lg.setLevel(level)
 
 
 def shows(logger: logging.Logger, level: int = logging.INFO) -> bool:

@@ -8,6 +8,7 @@ function lives in this importable module (not `__main__`) because Slurm jobs unp
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import hydra
 from omegaconf import DictConfig
@@ -68,6 +69,9 @@ def run(cfg: DictConfig) -> float:
     prepare_in_job()  # in a pod or Slurm job: Pathways / jax.distributed
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     check_run_dir(conf, cfg, str(conf.output_dir or run_dir))  # resume=never, a resume with another config
+    done = _finished_or_locked(conf, str(conf.output_dir or run_dir))
+    if done is not None:
+        return done
     from rlexp.train.checkpoints import fall_back_to_restorable
     from rlexp.train.distributed import in_cluster_job
 
@@ -77,6 +81,30 @@ def run(cfg: DictConfig) -> float:
     from rlexp.train.run import train  # heavy: JAX, Tunix
 
     return train(conf, cfg, run_dir)
+
+
+def _finished_or_locked(conf: Any, run_dir: str) -> float | None:
+    """A run that completed every step of this config there: said in one line, nothing changed, its objective
+    returned. Else this process takes the run dir's lock (rlexp.train.runlock) and None is returned."""
+    from rlexp.train import runlock
+    from rlexp.train.distributed import in_cluster_job
+    from rlexp.train.rundir import dotted_get
+
+    summary = runlock.finished_run(conf, run_dir)
+    if summary is not None:
+        value = dotted_get(summary, conf.objective)
+        print(
+            f"rlexp run {conf.run_name}: completed earlier after {summary['train']['steps']} steps ({run_dir}); "
+            "nothing to do (choose another hydra.run.dir to train again)",
+            flush=True,
+        )
+        return float(value) if isinstance(value, int | float) else float("nan")
+    if not in_cluster_job():
+        runlock.take(run_dir)
+    from rlexp.train.write_failure import warn_if_low_space
+
+    warn_if_low_space(conf, run_dir)
+    return None
 
 
 @hydra.main(version_base=None, config_path=CONF_DIR, config_name="config")

@@ -5,6 +5,7 @@ Local writes go through a temporary file and a rename so a reader never sees hal
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -103,12 +104,17 @@ def write_text(path: str, text: str) -> None:
         directory = os.path.dirname(os.path.abspath(path))
         os.makedirs(directory, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=os.path.basename(path))
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file the usual permissions
-        os.replace(tmp, path)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file the usual permissions
+            os.replace(tmp, path)
+        except OSError as err:  # a full or read-only disk: no temp file left behind, the error names the file
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise OSError(err.errno, err.strerror, path) from err
         return
     fs, p = _fs(path)
     parent = p.rsplit("/", 1)[0]

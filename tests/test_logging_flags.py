@@ -178,3 +178,19 @@ def test_a_training_run_under_q_prints_nothing_and_logs_everything(tmp_path: Pat
     assert "[rlexp.train.session][INFO] - rlexp: step 2/2 reward" in log
     assert "rlexp run tiny-arith-grpo: completed after 2 steps" in log
     assert json.loads((tmp_path / "summary.json").read_text())["status"] == "completed"
+
+
+def test_other_libraries_below_warning_stay_hidden_unless_asked(monkeypatch) -> None:  # noqa: ANN001
+
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+    assert log_setup.LibraryHandler().level == logging.WARNING  # datasets', absl's and jax's INFO lines
+    monkeypatch.setenv("HYDRA_FULL_ERROR", "1")
+    assert log_setup.LibraryHandler().level == logging.NOTSET
+    monkeypatch.delenv("HYDRA_FULL_ERROR")
+    hub = logging.getLogger("huggingface_hub")
+    before = hub.level
+    with log_setup.quiet_libraries("huggingface_hub"):
+        assert not hub.isEnabledFor(logging.WARNING)  # a download's retry warnings, summed up by rlexp's error
+    assert hub.level == before
+    conf = (REPO / "conf" / "config.yaml").read_text()
+    assert "class: rlexp.log_setup.LibraryHandler" in conf

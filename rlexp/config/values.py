@@ -10,9 +10,12 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import string
 from typing import Any
 
+from rlexp.compat.chat_jinja import compiled_chat_template
 from rlexp.config.algorithm_rules import check_algorithm_keys
+from rlexp.config.hardware import tpu_slice
 from rlexp.config.schema import RlexpConfig
 from rlexp.errors import ConfigError
 from rlexp.perf import PATCHES as PERF_PATCHES
@@ -95,6 +98,10 @@ def check_values(cfg: RlexpConfig) -> None:
             raise ConfigError(key, value, f"use one of {', '.join(allowed)}")
     t, d, s, v = cfg.trainer, cfg.dataset, cfg.slice, cfg.validate
     check_algorithm_keys(t)  # DAPO's missing KL key, its dynamic sampling and overlong shaping
+    for key, seed in (("seed", cfg.seed), ("dataset.seed", d.seed)):
+        if not 0 <= seed < 2**32:  # numpy's and JAX's seeds: a traceback deep inside either
+            raise ConfigError(key, seed, "use an integer in [0, 4294967295]")
+    _between("trainer.final_lr_ratio", t.final_lr_ratio, 0, 1)  # above 1 the cosine decay would rise
     _between("trainer.adam_b1", t.adam_b1, 0, 1, hi_open=True)
     _between("trainer.adam_b2", t.adam_b2, 0, 1, hi_open=True)
     if t.lora.rank > 0 and t.lora.alpha <= 0:
@@ -107,6 +114,7 @@ def check_values(cfg: RlexpConfig) -> None:
     _at_least("slice.nodes", s.nodes, 1)
     _at_least("slice.gpus_per_node", s.gpus_per_node, 0)
     _at_least("slice.mesh.tp", s.mesh.tp, 1)
+    check_tpu_table(s)
     if s.mesh.fsdp != -1 and s.mesh.fsdp < 1:
         raise ConfigError("slice.mesh.fsdp", s.mesh.fsdp, "use -1 (every device not used by tp) or an integer >= 1")
     if s.hbm_gib_per_device < 0:
@@ -119,6 +127,57 @@ def check_values(cfg: RlexpConfig) -> None:
             raise ConfigError(f"reward.functions[{i}].range", list(f.range), "use [low, high] with low <= high")
     check_objective(cfg.objective)
     check_perf_patches(list(cfg.perf.patches))
+    check_templates(cfg.data_template, cfg.chat_template)
+
+
+def check_templates(data: Any, chat: Any) -> None:
+    """The data template names only {question} and {system_prompt}, and the question (without it every row
+    trains on the same prompt); a chat template is Jinja that compiles (its error line named)."""
+    try:
+        fields = [f for _, f, _, _ in string.Formatter().parse(data.template) if f is not None]
+    except ValueError as err:
+        raise ConfigError(
+            "data_template.template", data.template, f"not a format string ({err}); write {{{{ }}}} for a brace"
+        ) from None
+    unknown = [f for f in fields if f not in ("question", "system_prompt")]
+    if unknown:
+        raise ConfigError(
+            "data_template.template",
+            data.template,
+            f"may use only {{question}} and {{system_prompt}}, not {{{unknown[0]}}}",
+        )
+    if "question" not in fields:
+        raise ConfigError(
+            "data_template.template", data.template, "must hold {question}, where each row's question goes"
+        )
+    if chat.chat in (None, "tokenizer"):
+        return
+    from jinja2.exceptions import TemplateSyntaxError
+
+    try:
+        compiled_chat_template(chat.chat)
+    except TemplateSyntaxError as err:
+        raise ConfigError(
+            "chat_template.chat",
+            f"<{chat.name}>",
+            f"Jinja syntax error on line {err.lineno} of the template: {err.message}; fix that line",
+        ) from None
+
+
+def check_tpu_table(s: Any) -> None:
+    """A TPU slice's chips, chips per VM and VMs are its table's (conf/slice/v*.yaml derives them): an override
+    of one would make the cost estimate and the JobSet disagree with the hardware."""
+    if s.kind != "tpu" or not s.topology:
+        return
+    table = tpu_slice(s.name, s.topology)
+    for name in ("chips", "chips_per_vm", "vms"):
+        if getattr(s, name) != getattr(table, name):
+            raise ConfigError(
+                f"slice.{name}",
+                getattr(s, name),
+                f"{s.name} ({s.topology}) has {getattr(table, name)}; drop the override, or pick another "
+                "slice= (or slice.topology=)",
+            )
 
 
 def check_perf_patches(names: list[str]) -> None:

@@ -11,6 +11,7 @@ cap is applied (rlexp.data.templates.render_splits).
 
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -19,7 +20,7 @@ from typing import Any
 from rlexp.config.schema import DatasetConfig
 from rlexp.data.registry import Row, Splits, allow_downloads, register
 from rlexp.data.sources import read_records
-from rlexp.errors import ConfigError
+from rlexp.errors import ConfigError, RunError
 
 AnswerParser = Callable[[Any], str | None]
 
@@ -61,8 +62,17 @@ def _question(value: Any) -> str | None:
     return value.strip()
 
 
+def _scalar(value: Any, where: str, key: str, field_name: str) -> None:
+    """A row's id is text or a number: a list or mapping would name the row by its repr."""
+    if isinstance(value, list | dict):
+        raise RunError(
+            f"{where}: {field_name} holds a {type(value).__name__} ({json.dumps(value)[:60]}); give a string or "
+            f"number per row, or point {key} at a field that holds one"
+        )
+
+
 def build_rows(
-    records: Iterable[dict[str, Any]],
+    records: Iterable[tuple[str, dict[str, Any]]],
     cfg: DatasetConfig,
     split: str,
     parse_answer: AnswerParser,
@@ -75,7 +85,10 @@ def build_rows(
     seen: set[str] = set()
     source_label = cfg.data_source or cfg.name
     pairs = enumerate(records) if order is None else ((i, records[i]) for i in order)  # type: ignore[index]
-    for index, record in pairs:
+    for index, (where, record) in pairs:
+        if isinstance(record, dict) and "__oversized__" in record:
+            skipped["oversized_record"] += 1
+            continue
         if not isinstance(record, dict) or "__unparseable__" in record:
             skipped["unparseable_record"] += 1
             continue
@@ -83,11 +96,12 @@ def build_rows(
         if question is None:
             skipped["missing_question"] += 1
             continue
-        answer = parse_answer(_get(record, cfg.answer_field))
+        answer = parse_answer(_get(record, cfg.answer_field))  # a list stays its text: reward=code_tests' tests
         if answer is None:
             skipped["missing_answer"] += 1
             continue
         row_id = _get(record, cfg.id_field) if cfg.id_field else f"{cfg.name}-{split}-{index}"
+        _scalar(row_id, where, "dataset.id_field", cfg.id_field or "id")
         if row_id is None or str(row_id) in seen:
             skipped["missing_id" if row_id is None else "duplicate_id"] += 1
             continue

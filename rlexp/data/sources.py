@@ -17,7 +17,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from rlexp.errors import ConfigError, RlexpError
+from rlexp import log_setup
+from rlexp.errors import ConfigError, RlexpError, RunError
 
 FORMATS = {".jsonl": "jsonl", ".json": "json", ".parquet": "parquet"}
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -71,33 +72,93 @@ def split_files(source: str, split: str | None, key: str = "dataset.source") -> 
     return found
 
 
-def _read_file(path: str, fmt: str, columns: list[str] | None) -> Iterator[Record]:
+MAX_ROW_BYTES = 1 << 20  # a longer jsonl line is skipped unread (no prompt that long fits a model's context)
+_PARQUET_MAGIC = b"PAR1"
+
+
+def _not_format(path: str, fmt: str, head: bytes) -> RlexpError:
+    looks = "JSON lines" if head.lstrip()[:1] in (b"{", b"[") else "text (CSV?)" if head.isascii() else "binary"
+    fix = "use dataset=jsonl" if looks == "JSON lines" else "convert it to jsonl or parquet"
+    return RunError(f"{path}: not a {fmt} file (it looks like {looks}); {fix}, or set dataset.format to its format")
+
+
+def _read_parquet(path: str, columns: list[str] | None) -> Iterator[tuple[str, Record]]:
+    import fsspec
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with fsspec.open(path, "rb") as f:
+        head = f.read(4)
+        if head != _PARQUET_MAGIC:
+            raise _not_format(path, "parquet", head + f.read(60))
+        f.seek(0)
+        try:
+            pf = pq.ParquetFile(f)
+            present = set(pf.schema_arrow.names)
+            cols = [c for c in columns if c in present] if columns else None
+            index = 0
+            for batch in pf.iter_batches(columns=cols, batch_size=8192):
+                for record in batch.to_pylist():
+                    index += 1
+                    yield f"{path} row {index}", record
+        except (pa.ArrowException, OSError) as err:
+            raise RunError(f"{path}: not a readable parquet file ({str(err).splitlines()[0]}); rewrite it") from None
+
+
+def _lines(f: Any, path: str) -> Iterator[tuple[int, str | None]]:
+    """(line number, text) of a binary file, read with a size limit: a line over MAX_ROW_BYTES gives None and is
+    skipped without being held in memory whole."""
+    line_no = 0
+    while True:
+        raw = f.readline(MAX_ROW_BYTES + 1)
+        if not raw:
+            return
+        line_no += 1
+        if len(raw) > MAX_ROW_BYTES and not raw.endswith(b"\n"):
+            while raw and not raw.endswith(b"\n"):  # the rest of the long line, a chunk at a time
+                raw = f.readline(MAX_ROW_BYTES)
+            yield line_no, None
+            continue
+        try:
+            yield line_no, raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise RunError(
+                f"{path}:{line_no}: not UTF-8 (byte 0x{raw[err.start]:02x} at column {err.start + 1}); "
+                "convert the file to UTF-8 (iconv -t utf-8)"
+            ) from None
+
+
+def _read_file(path: str, fmt: str, columns: list[str] | None) -> Iterator[tuple[str, Record]]:
+    """(where, record) of one data file; `where` is `path:line` (jsonl) or `path row N` (parquet, json)."""
     import fsspec
 
     fmt = _format_of(path, fmt)
     if fmt == "parquet":
-        import pyarrow.parquet as pq
-
-        with fsspec.open(path, "rb") as f:
-            pf = pq.ParquetFile(f)
-            present = set(pf.schema_arrow.names)
-            cols = [c for c in columns if c in present] if columns else None
-            for batch in pf.iter_batches(columns=cols, batch_size=8192):
-                yield from batch.to_pylist()
+        yield from _read_parquet(path, columns)
         return
-    with fsspec.open(path, "rt", encoding="utf-8") as f:
+    with fsspec.open(path, "rb") as f:
+        head = f.read(4)
+        f.seek(0)
+        if head == _PARQUET_MAGIC:
+            raise RunError(f"{path}: a parquet file read as {fmt}; use dataset=parquet or dataset.format=parquet")
         if fmt == "json":
-            data = json.load(f)
-            yield from data if isinstance(data, list) else [data]
-            return
-        for line_no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
             try:
-                yield json.loads(line)
-            except json.JSONDecodeError:
-                # Counted as unparseable by the caller (the None marker), never trained on.
-                yield {"__unparseable__": f"{path}:{line_no}"}
+                data = json.loads(f.read().decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as err:
+                raise RunError(f"{path}: not a JSON document ({err}); fix it, or use dataset.format=jsonl") from None
+            for index, record in enumerate(data if isinstance(data, list) else [data], 1):
+                yield f"{path} item {index}", record
+            return
+        for line_no, line in _lines(f, path):
+            where = f"{path}:{line_no}"
+            if line is None:
+                yield where, {"__oversized__": where}
+            elif line.strip():
+                try:
+                    yield where, json.loads(line)
+                except json.JSONDecodeError:
+                    # Counted as unparseable by the caller (the marker), never trained on.
+                    yield where, {"__unparseable__": where}
 
 
 @contextlib.contextmanager
@@ -117,13 +178,13 @@ def _hub_offline(offline: bool) -> Iterator[None]:
         datasets.config.HF_HUB_OFFLINE, hub_constants.HF_HUB_OFFLINE = saved
 
 
-def _read_hub(source: str, subset: str | None, split: str, allow_downloads: bool) -> Iterator[Record]:
+def _read_hub(source: str, subset: str | None, split: str, allow_downloads: bool) -> Iterator[tuple[str, Record]]:
     try:
         import datasets
     except ImportError as err:
         raise RlexpError(f"dataset.source={source!r} is a hub dataset: install `datasets`") from err
     try:
-        with _hub_offline(not allow_downloads):
+        with _hub_offline(not allow_downloads), log_setup.quiet_libraries("datasets", "huggingface_hub", "fsspec"):
             ds = datasets.load_dataset(source, name=subset, split=split)
     except Exception as err:  # noqa: BLE001 - datasets raises many types for "not reachable / not cached"
         why = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
@@ -131,7 +192,8 @@ def _read_hub(source: str, subset: str | None, split: str, allow_downloads: bool
             f"dataset.source={source!r} (split {split!r}) could not be loaded from the hub or its cache ({why}); "
             "run once with network access to cache it, or point dataset.source to a local or gs:// copy"
         ) from err
-    yield from ds
+    for index, record in enumerate(ds, 1):
+        yield f"{source} ({split}) row {index}", record
 
 
 def read_records(
@@ -143,8 +205,9 @@ def read_records(
     columns: list[str] | None = None,
     allow_downloads: bool = True,
     key: str = "dataset.source",
-) -> Iterator[Record]:
-    """Raw records of one split, in file order. Unparseable JSON lines arrive as {"__unparseable__": where}."""
+) -> Iterator[tuple[str, Record]]:
+    """(where, record) of one split, in file order: `where` names the file and line (or row) for errors.
+    Unparseable JSON lines arrive as {"__unparseable__": where}, lines over MAX_ROW_BYTES as {"__oversized__": where}."""
     if is_path(source):
         for path in split_files(source, split, key):
             yield from _read_file(path, fmt, columns)

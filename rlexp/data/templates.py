@@ -57,7 +57,33 @@ def _uses_tokenizer_template(tokenizer: Any) -> bool:
 
 
 def render_prompt(row: Row, data: DataTemplateConfig, chat: ChatTemplateConfig, tokenizer: Any = None) -> str:
-    """The exact text the model is prompted with for one row."""
+    """The exact text the model is prompted with for one row; a Jinja error names the template, its line and
+    the row."""
+    from jinja2.exceptions import TemplateError
+
+    try:
+        return _render(row, data, chat, tokenizer)
+    except TemplateError as err:
+        line = getattr(err, "lineno", None) or _jinja_line(err)
+        where = f"line {line} of " if line else ""
+        raise ConfigError(
+            "chat_template.chat",
+            f"<{chat.name}>",
+            f"{where}the template fails on row {row.get('id')!r}: {str(err).splitlines()[0]}; fix the template",
+        ) from None
+
+
+def _jinja_line(err: BaseException) -> int | None:
+    """The template line a Jinja runtime error was raised on (its traceback's `<template>` frame)."""
+    tb, line = err.__traceback__, None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == "<template>":
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def _render(row: Row, data: DataTemplateConfig, chat: ChatTemplateConfig, tokenizer: Any) -> str:
     text = data_text(row, data)
     if chat.chat is None:
         return text

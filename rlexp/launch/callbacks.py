@@ -15,7 +15,7 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from rlexp.errors import ConfigError, RlexpError, exit_with_message
+from rlexp.errors import ConfigError, RlexpError, RunError, exit_with_message
 from rlexp.sweep import manifest, progress
 from rlexp.tracking import context
 
@@ -34,6 +34,9 @@ def plan(config: DictConfig) -> tuple[list[list[str]] | None, list[str]]:
         parsed = OverridesParser.create().parse_overrides(args)
     except Exception:  # e.g. glob() sweeps need the config loader; the job list is then learnt job by job
         return None, list(params)
+    from rlexp.launch.sweep_checks import check_expressions
+
+    check_expressions(parsed)  # an empty range or a step of 0: refused before sweep.json is written
     swept = []
     for o in parsed:
         key = o.get_key_element().lstrip("+")
@@ -110,6 +113,11 @@ class SweepCallback(Callback):
         if direction not in ("maximize", "minimize"):
             raise ConfigError("sweep.direction", direction, "use maximize or minimize")
         target = str(OmegaConf.select(config, "hydra.sweeper._target_") or "")
+        if "optuna" in target.lower():
+            for key in ("n_trials", "n_jobs"):
+                value = OmegaConf.select(config, f"hydra.sweeper.{key}")
+                if value is not None and (not isinstance(value, int) or value < 1):  # optuna: a traceback at the end
+                    raise ConfigError(f"hydra.sweeper.{key}", value, "use an integer >= 1")
         data = existing if resume else None
         if data is None:
             data = manifest.new_manifest(
@@ -141,7 +149,8 @@ class SweepCallback(Callback):
                 job["state"] = "pending"
         data["state"] = "running"
         manifest.save(directory, data)
-        self._show(data)
+        if not str(OmegaConf.select(config, "hydra.launcher._target_") or "").endswith("BasicLauncher"):
+            self._show(data)  # here each job's start shows it, after the sweeper's checks (one line if refused)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         self._read_flags(config)
@@ -231,8 +240,24 @@ class SweepCallback(Callback):
         finished = all(j["state"] in ("completed", "failed") for j in data["jobs"])
         if finished and self._planned is not None and len(data["jobs"]) >= self._planned:
             data["state"] = "completed" if all(j["state"] == "completed" for j in data["jobs"]) else "failed"
+        from rlexp import train
+
+        if train.stop_signal:  # SIGTERM / Ctrl-C during this job: the sweep stops with it
+            if not ok:
+                job["state"] = "pending"  # its checkpoint is saved: a resume finishes it
+            if any(j["state"] == "pending" for j in data["jobs"]):
+                data["state"] = "interrupted"
         manifest.save(directory, data)
         self._show(data)
+        if train.stop_signal and any(j["state"] == "pending" for j in data["jobs"]):
+            pending = sum(j["state"] == "pending" for j in data["jobs"])
+            exit_with_message(
+                RunError(
+                    f"sweep stopped by {train.stop_signal[0]} in job {num}; {pending} job(s) pending"
+                    f"{'' if ok else f', job {num} saved to resume'}; rerun the same command with sweep.resume=true "
+                    f"to finish it ({directory})"
+                )
+            )
         if not ok and finished and self._planned is not None and len(data["jobs"]) >= self._planned:
             self._write_report(directory)  # Hydra raises after a failed job, skipping on_multirun_end
 

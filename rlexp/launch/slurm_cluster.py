@@ -63,6 +63,9 @@ def check_cluster(params: Mapping[str, Any]) -> None:
     Runs when the launcher is set up: before the sweep callback writes sweep.json, so a refused sweep leaves
     its dir as it was. `params` are the launcher's (hydra.launcher.*).
     """
+    limit = params.get("timeout_min")
+    if limit is not None and not (isinstance(limit, int | float) and 0 < limit < 10**7):
+        raise ConfigError("hydra.launcher.timeout_min", limit, "use the job's time limit in minutes, > 0")
     missing = [c for c in COMMANDS if shutil.which(c) is None]
     if missing:
         raise RlexpError(

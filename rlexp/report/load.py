@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from rlexp import storage
+from rlexp.errors import RunError
 from rlexp.sweep import manifest as mf
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -97,6 +98,12 @@ def load_run(run_dir: str, *, objective: str, name: str | None = None) -> Run:
 
     overrides = (_yaml(storage.join(run_dir, ".hydra", "overrides.yaml")) if has(".hydra") else None) or []
     summary = (storage.read_json(storage.join(run_dir, "summary.json")) if has("summary.json") else None) or {}
+    for what, value, kind in (("summary.json", summary, dict), (".hydra/overrides.yaml", overrides, list)):
+        if not isinstance(value, kind):
+            raise RunError(
+                f"{storage.join(run_dir, what)}: holds a {type(value).__name__}, not the {kind.__name__} "
+                "a run writes; move the file away (or rerun that run) and report again"
+            )
     if not overrides and isinstance(summary.get("overrides"), list):
         overrides = summary["overrides"]
     rows = storage.read_jsonl(storage.join(run_dir, "metrics.jsonl")) if has("metrics.jsonl") else []

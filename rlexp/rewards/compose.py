@@ -43,6 +43,7 @@ class RewardStats:
     values: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     non_finite: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    out_of_range: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # outside the declared range
     clipped: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     calls: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     latency: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))  # seconds per call
@@ -58,6 +59,7 @@ class RewardStats:
                 out[f"rewards/{name}/std"] = math.sqrt(sum((v - mean) ** 2 for v in vals) / len(vals))
             out[f"rewards/{name}/errors"] = float(self.errors[name])
             out[f"rewards/{name}/non_finite"] = float(self.non_finite[name])
+            out[f"rewards/{name}/out_of_range"] = float(self.out_of_range[name])
             out[f"rewards/{name}/clip_ratio"] = self.clipped[name] / self.calls[name] if self.calls[name] else 0.0
             out[f"rewards/{name}/rpc_error_ratio"] = self.errors[name] / self.calls[name] if self.calls[name] else 0.0
             out[f"rewards/{name}/invalid_ratio"] = self.non_finite[name] / self.calls[name] if self.calls[name] else 0.0
@@ -65,13 +67,27 @@ class RewardStats:
             if lat:
                 out[f"rewards/{name}/latency_mean_s"] = sum(lat) / len(lat)
                 out[f"rewards/{name}/latency_p95_s"] = lat[min(len(lat) - 1, math.ceil(0.95 * len(lat)) - 1)]
-        for counts in (self.values, self.errors, self.non_finite, self.clipped, self.calls, self.latency):
+        for counts in (
+            self.values,
+            self.errors,
+            self.non_finite,
+            self.out_of_range,
+            self.clipped,
+            self.calls,
+            self.latency,
+        ):
             counts.clear()
         return out
 
     def error_ratio(self) -> float:
         calls = sum(self.calls.values())
-        return (sum(self.errors.values()) + sum(self.non_finite.values())) / calls if calls else 0.0
+        bad = sum(self.errors.values()) + sum(self.non_finite.values()) + sum(self.out_of_range.values())
+        return bad / calls if calls else 0.0
+
+
+def _within(v: float, lo: float, hi: float) -> bool:
+    slack = 1e-6 * max(1.0, abs(lo), abs(hi))  # float rounding of a weighted or scaled score
+    return lo - slack <= v <= hi + slack
 
 
 def leave_group(values: list[float], group_size: int) -> list[float]:
@@ -88,11 +104,16 @@ def leave_group(values: list[float], group_size: int) -> list[float]:
     return out
 
 
-def _guarded(
-    name: str, fn: RewardFn, stats: RewardStats, clip: bool = False, group_size: int = 1
+def scored(
+    name: str,
+    fn: RewardFn,
+    stats: RewardStats,
+    clip: bool = False,
+    bounds: tuple[str, float, float] | None = None,
 ) -> Callable[..., list[float]]:
-    """Call fn; an exception or a non-finite value is an errored invocation, which leaves its group
-    (`leave_group`); `clip` bounds values to [-1, 1]."""
+    """Call fn, never raising: an exception, a non-finite value or one outside `bounds` (the key of the declared
+    range, low, high) is an errored invocation, counted in `stats` and returned as NaN; `clip` bounds values to
+    [-1, 1]. Training's rewards and the eval's correctness both score through it."""
 
     def call(prompts: list[str], completions: list[str], **kw: Any) -> list[float]:
         n = len(completions)
@@ -106,20 +127,28 @@ def _guarded(
             stats.latency[name].append(time.monotonic() - t0)
             stats.errors[name] += n
             stats.last_error[name] = f"{type(err).__name__}: {err}"[:500]
-            return [0.0] * n  # the whole batch errored: every group equal, no advantage anywhere
+            return [math.nan] * n
         stats.latency[name].append(time.monotonic() - t0)
         item_error = getattr(fn, "last_error", None)
         if item_error:
             stats.last_error[name] = str(item_error)[:500]
             fn.last_error = None  # type: ignore[attr-defined]
         out = []
-        for v in raw:
+        for row, v in enumerate(raw):
             try:
                 v = float(v) if v is not None else math.nan
             except (TypeError, ValueError):
+                stats.last_error[name] = f"row {row}: returned {type(v).__name__} {v!r:.60} where a number belongs"
                 v = math.nan
             if not math.isfinite(v):
                 stats.non_finite[name] += 1
+                out.append(math.nan)
+                continue
+            if bounds is not None and not _within(v, bounds[1], bounds[2]):
+                stats.out_of_range[name] += 1
+                stats.last_error[name] = (
+                    f"row {row}: returned {v:g}, outside {bounds[0]}=[{bounds[1]:g}, {bounds[2]:g}]"
+                )
                 out.append(math.nan)
                 continue
             if clip and not -1.0 <= v <= 1.0:
@@ -127,10 +156,52 @@ def _guarded(
                 v = max(-1.0, min(1.0, v))
             stats.values[name].append(v)
             out.append(v)
-        return leave_group(out, group_size)
+        return out
 
     call.__name__ = name
     return call
+
+
+def _guarded(
+    name: str,
+    fn: RewardFn,
+    stats: RewardStats,
+    clip: bool = False,
+    group_size: int = 1,
+    bounds: tuple[str, float, float] | None = None,
+) -> Callable[..., list[float]]:
+    """`scored`, whose errored values leave their group (`leave_group`; a batch that raised scores 0 everywhere:
+    every group equal, no advantage anywhere)."""
+    score = scored(name, fn, stats, clip, bounds)
+
+    def call(prompts: list[str], completions: list[str], **kw: Any) -> list[float]:
+        return leave_group(score(prompts, completions, **kw), group_size)
+
+    call.__name__ = name
+    return call
+
+
+def declared_range(cfg: RewardConfig, i: int) -> tuple[str, float, float] | None:
+    """(key, low, high) of function i's declared range where values outside it are errors: with combine=sum
+    (weighted_mean clips each value to [-1, 1] instead, Vertex's documented rule)."""
+    f = cfg.functions[i]
+    if cfg.combine in WEIGHTED_MEAN or len(f.range) != 2:
+        return None
+    return f"reward.functions[{i}].range", float(f.range[0]), float(f.range[1])
+
+
+def check_budget(stats: RewardStats, max_error_ratio: float, what: str = "step's reward calls") -> float:
+    """The share of errored values in `stats`; above `max_error_ratio` a RewardErrorBudgetExceeded naming the
+    newest failure of each reward."""
+    ratio = stats.error_ratio()
+    if ratio > max_error_ratio:
+        last = "; ".join(f"{k}: {v}" for k, v in sorted(stats.last_error.items()))
+        raise RewardErrorBudgetExceeded(
+            f"reward.max_error_ratio={max_error_ratio}: {ratio:.0%} of the {what} errored or returned non-finite or "
+            "out-of-range values; fix the reward (see samples.jsonl) or raise the limit"
+            + (f" (last error: {last})" if last else "")
+        )
+    return ratio
 
 
 @dataclass
@@ -151,20 +222,13 @@ class RewardSet:
 
     def step_metrics(self) -> dict[str, float]:
         """Drain the stats of the finished step; raise if too many calls errored."""
-        ratio = self.stats.error_ratio()
+        ratio = check_budget(self.stats, self.max_error_ratio)  # the run stops here: nothing to drain
         metrics = self.stats.drain()
         for r in self.rewards:  # a remote reward's own per-request numbers (judge: tokens, latency, ratios)
             own = getattr(r.raw, "drain_metrics", None)
             if callable(own):
                 metrics.update({f"rewards/{r.name}/{k}": v for k, v in own().items()})
         metrics["rewards/error_ratio"] = ratio
-        if ratio > self.max_error_ratio:
-            last = "; ".join(f"{k}: {v}" for k, v in sorted(self.stats.last_error.items()))
-            raise RewardErrorBudgetExceeded(
-                f"reward.max_error_ratio={self.max_error_ratio}: {ratio:.0%} of the step's reward calls "
-                "errored or returned non-finite values; fix the reward (see samples.jsonl) or raise the limit"
-                + (f" (last error: {last})" if last else "")
-            )
         return metrics
 
     def token_totals(self) -> dict[str, dict[str, int]]:
@@ -192,10 +256,11 @@ def build_rewards(cfg: RewardConfig, group_size: int = 1) -> RewardSet:
     stats = RewardStats()
     clip = cfg.combine in WEIGHTED_MEAN
     rewards = []
-    for f in cfg.functions:
+    for i, f in enumerate(cfg.functions):
         raw = make_reward_fn(f.fn, f.kwargs)
         name = f.name or f.fn
-        rewards.append(NamedReward(name, f.weight, _guarded(name, raw, stats, clip, group_size), raw))
+        bounds = declared_range(cfg, i)
+        rewards.append(NamedReward(name, f.weight, _guarded(name, raw, stats, clip, group_size, bounds), raw))
     if len({r.name for r in rewards}) != len(rewards):
         raise ConfigError("reward.functions", [r.name for r in rewards], "give rewards with the same fn distinct names")
     if not clip:

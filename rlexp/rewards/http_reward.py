@@ -80,7 +80,20 @@ def _column(value: Any, n: int) -> list[Any]:
     return values
 
 
-@register("http")
+def _check_seconds(key: str, **seconds: Any) -> None:
+    """The waits are finite numbers of seconds; a negative `timeout_s` would be urllib's traceback mid-run."""
+    for name, value in seconds.items():
+        positive = name == "timeout_s"
+        if not isinstance(value, int | float) or not math.isfinite(value) or value < 0 or (positive and value == 0):
+            raise ConfigError(f"{key}.{name}", value, f"use a finite number of seconds {'>' if positive else '>='} 0")
+
+
+def _check(key: str, kwargs: dict[str, Any]) -> None:
+    names = ("timeout_s", "backoff_s", "max_backoff_s")
+    _check_seconds(key, **{k: kwargs[k] for k in names if k in kwargs})
+
+
+@register("http", check=_check)
 def http_reward(
     url: str,
     auth_env: str | None = None,
@@ -98,6 +111,7 @@ def http_reward(
         raise ConfigError("reward.functions[].kwargs.url", url, "use an http:// or https:// URL")
     if auth_env and auth_env not in os.environ:
         raise ConfigError("reward.functions[].kwargs.auth_env", auth_env, "set this environment variable")
+    _check_seconds("reward.functions[].kwargs", timeout_s=timeout_s, backoff_s=backoff_s, max_backoff_s=max_backoff_s)
     if max_concurrency < 1 or batch_size < 1 or retries < 0:
         raise ConfigError("reward.functions[].kwargs", "http", "max_concurrency, batch_size >= 1 and retries >= 0")
     handlers = [urllib.request.ProxyHandler({})] if urlparse(url).hostname in _LOOPBACK else []

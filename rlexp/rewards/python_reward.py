@@ -55,6 +55,10 @@ def load_function(spec: str) -> Callable[..., Any]:
             module = importlib.import_module(target)
     except ImportError as err:
         raise ConfigError(_KEY, spec, f"cannot import {target}: {err}") from err
+    except SyntaxError as err:
+        raise ConfigError(_KEY, spec, f"SyntaxError: {err.msg} (line {err.lineno}); fix the file") from None
+    except Exception as err:  # noqa: BLE001 - the module's own code raised while it was imported
+        raise ConfigError(_KEY, spec, f"importing it raised {type(err).__name__}: {err}; fix the file") from None
     fn = getattr(module, name, None)
     if not callable(fn):
         raise ConfigError(_KEY, spec, f"{target} defines no function {name}")
@@ -66,8 +70,13 @@ def _check(function: str = "", call: str = "batch", isolation: str = "process", 
         raise ConfigError("reward.functions[].kwargs.call", call, "use batch or item")
     if isolation not in ("process", "sandbox", "in_process"):
         raise ConfigError(_ISO, isolation, "use process, sandbox (bubblewrap) or in_process")
+    target = function.rpartition(":")[0]
+    if target.endswith(".py") and Path(target).expanduser().is_file():  # compiled, not run: before anything heavy
+        try:
+            compile(Path(target).expanduser().read_bytes(), target, "exec")
+        except SyntaxError as err:
+            raise ConfigError(_KEY, function, f"SyntaxError: {err.msg} (line {err.lineno}); fix the file") from None
     if isolation == "sandbox":
-        target = function.rpartition(":")[0]
         if not target.endswith(".py"):
             raise ConfigError(_KEY, function, f"{_ISO}=sandbox needs path/to/file.py:function; or use process")
         require_bwrap(_ISO, isolation, f"{_ISO}=process (or in_process)")

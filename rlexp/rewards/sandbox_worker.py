@@ -58,6 +58,16 @@ def _err(exc):
     return (type(exc).__name__ + ": " + str(exc))[:500]
 
 
+def _where(exc):
+    """Where the user's code raised, `(file.py line 3, in fn)`: one line, not a traceback (nothing when this
+    worker, run from a string, raised itself)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames or frames[-1].filename == "<string>":
+        return ""
+    f = frames[-1]
+    return f" ({os.path.basename(f.filename)} line {f.lineno}, in {f.name})"
+
+
 def _compile_module(source, filename):
     ns = {"__name__": "__rlexp_user__", "__file__": filename}
     exec(compile(source, filename, "exec"), ns)
@@ -234,7 +244,10 @@ def run(job):
                 errors.append(_err(exc))
     else:
         b = job["batch"]
-        values = list(target(b["prompts"], b["completions"], **b["fields"], **(job.get("kwargs") or {})))
+        out = target(b["prompts"], b["completions"], **b["fields"], **(job.get("kwargs") or {}))
+        if isinstance(out, (str, bytes, dict)) or not hasattr(out, "__len__"):
+            raise TypeError(f"returned {type(out).__name__} {repr(out)[:60]}, not a list of one number per completion")
+        values = list(out)
         errors = [None] * len(values)
     clean = []
     for i, v in enumerate(values):
@@ -264,7 +277,7 @@ def main():
     try:
         answer = run(job)
     except BaseException as exc:  # noqa: BLE001
-        answer = {"error": _err(exc) + " " + traceback.format_exc(limit=-1)[-300:], "fatal": False}
+        answer = {"error": _err(exc) + _where(exc), "fatal": False}
     os.write(answer_fd, json.dumps(answer).encode())
     os._exit(0)
 

@@ -9,23 +9,36 @@ Two draws per eval (docs/eval.md):
   maj@k for each k of `trainer.eval_k`; `pass_at_1` is their mean correctness.
 Seeds are fixed, so evals before and after training draw the same noise; the rollout config carries them to
 every engine (Tunix's vanilla sampler and vLLM). Correct means the first reward function scores >=
-`reward.correct_threshold` (unweighted); the mean reward combines all of them as training does.
+`reward.correct_threshold` (unweighted); the mean reward combines all of them as training does. Rewards are
+scored through training's accounting (`rlexp.rewards.compose.scored`): a raise, a non-finite value or one outside
+the declared range is an errored value (NaN, never right), a warning names the share, and more than
+`reward.max_error_ratio` of them stops the run in one line as a training step would.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
+import logging
 from typing import Any
 
 import numpy as np
 
 from rlexp.config.schema import RlexpConfig
 from rlexp.rewards import maxtext
-from rlexp.rewards.compose import WEIGHTED_MEAN, RewardSet, build_rewards
+from rlexp.rewards.compose import (
+    WEIGHTED_MEAN,
+    RewardSet,
+    RewardStats,
+    build_rewards,
+    check_budget,
+    declared_range,
+    scored,
+)
 from rlexp.rewards.extract import as_number, extract_answer
 from rlexp.train.eval_metrics import Scored, answer_of, sampled_metrics, strategy_metrics, within_ten_percent
 
+log = logging.getLogger("rlexp.eval")
 EVAL_SEED_OFFSET = 7919  # keeps eval noise independent of training rollouts
 _MAXTEXT_FNS = ("check_numbers", "match_format_exactly", "match_format_approximately")
 
@@ -54,6 +67,11 @@ class Scorer:
 
     def __init__(self, cfg: RlexpConfig, rewards: RewardSet) -> None:
         self.rewards, self.threshold = rewards, cfg.reward.correct_threshold
+        self.stats, self.max_error_ratio = RewardStats(), cfg.reward.max_error_ratio
+        self.fns = [
+            scored(r.name, r.raw, self.stats, bounds=declared_range(cfg.reward, i))
+            for i, r in enumerate(rewards.rewards)
+        ]
         seed_fns = [f for f in cfg.reward.functions if f.fn in _MAXTEXT_FNS]
         kw = {k: v for f in seed_fns for k, v in f.kwargs.items()}
         self.seed_style = bool(seed_fns)
@@ -72,16 +90,21 @@ class Scorer:
         # no format reward: formatted = an answer the extractor finds, or a bare number
         return extract_answer(completion) is not None or as_number(completion.strip()) is not None
 
+    def check_errors(self) -> None:
+        """After an eval: over `reward.max_error_ratio` errored values stop the run in one line; fewer are said."""
+        ratio = check_budget(self.stats, self.max_error_ratio, "eval's reward values")
+        if ratio:
+            last = "; ".join(f"{k}: {v}" for k, v in sorted(self.stats.last_error.items())) or "none"
+            log.warning(
+                "eval: %.0f%% of the reward values errored and count as wrong (last error: %s)", ratio * 100, last
+            )
+        self.stats.drain()
+
     def score(self, rows: list[dict[str, Any]], completions: list[str]) -> tuple[list[Scored], list[float]]:
         """Per completion: its flags, and its combined reward (NaN when a reward errored)."""
         prompts = [r["prompt"] for r in rows]
         fields = {k: [r[k] for r in rows] for k in rows[0] if k != "prompt"}
-        cols = []
-        for r in self.rewards.rewards:
-            try:
-                cols.append([np.nan if v is None else float(v) for v in r.raw(prompts, completions, **fields)])
-            except Exception:  # noqa: BLE001 - an erroring reward scores nothing here, as MaxText's eval
-                cols.append([np.nan] * len(completions))
+        cols = [fn(prompts, completions, **fields) for fn in self.fns]  # errored: NaN, counted in self.stats
         first = cols[0]
         weights = [r.weight for r in self.rewards.rewards]
         totals = [sum(w * v for w, v in zip(weights, vals, strict=True)) for vals in zip(*cols, strict=True)]
@@ -147,6 +170,7 @@ def evaluate(
             from rlexp.train.episodes import merged_stats
 
             result.update({k.replace("agent/", "agent_"): v for k, v in merged_stats(parts).items()})
+        scorer.check_errors()
         return result
     finally:
         if own:

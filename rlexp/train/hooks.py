@@ -77,9 +77,31 @@ class GracefulStop:
 
     def _handle(self, signum: int, frame: Any) -> None:
         if self.requested and signum == signal.SIGINT:
-            raise KeyboardInterrupt  # second Ctrl-C: stop now
+            self._stop_now()  # second Ctrl-C
         self.requested = self.requested or signal.Signals(signum).name
+        from rlexp import train
+
+        train.stop_signal[:] = [self.requested]
         log.warning("\n%s received; saving a checkpoint after this step", signal.Signals(signum).name)
+
+    run_dir: str | None = None  # the session's: a second Ctrl-C cleans its unfinished checkpoint
+
+    def _stop_now(self) -> None:
+        """A second Ctrl-C ends the process now, in one line: a KeyboardInterrupt raised wherever the main thread
+        is (a GC callback, an orbax wait) was a traceback, or swallowed. The newest whole checkpoint stays; the
+        unfinished one's temp folder is removed."""
+        from rlexp.errors import RunError, print_error
+
+        if self.run_dir is not None:
+            from rlexp.train.write_failure import clean_temp
+
+            clean_temp(self.run_dir, settle_s=0.5)
+        print_error(
+            RunError(
+                f"{self.run_dir or 'the run'}: interrupted twice (Ctrl-C), stopped at once; rerun the same command to resume from its newest checkpoint"
+            )
+        )
+        os._exit(130)
 
     def __exit__(self, *exc: Any) -> None:
         import jax

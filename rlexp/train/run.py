@@ -140,6 +140,18 @@ def train(conf: RlexpConfig, cfg: DictConfig, run_dir: Path | str) -> float:
             # other codes, 1 included, which a stopped run would otherwise exit with.
             raise SystemExit(POD_STOPPED_EXIT) from None
         raise
+    except KeyboardInterrupt:  # a second Ctrl-C: no unfinished checkpoint folder left for the resume to trip on
+        from rlexp.train.write_failure import clean_temp
+
+        clean_temp(str(conf.output_dir or run_dir), settle_s=2.0)
+        raise
+    except Exception as err:
+        from rlexp.train.write_failure import as_run_error
+
+        failure = as_run_error(str(conf.output_dir or run_dir), err)  # a full disk: one line, nothing lost
+        if failure is None:
+            raise
+        raise failure from err
     finally:
         heap.release(collecting)
     value = rundir.dotted_get(summary, conf.objective)

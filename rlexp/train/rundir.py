@@ -122,8 +122,11 @@ class JsonlSink:
         if not lines:
             return
         if not self.remote:
-            with open(self.path, "a", encoding="utf-8") as f:
-                f.writelines(lines)
+            try:
+                with open(self.path, "a", encoding="utf-8") as f:
+                    f.writelines(lines)
+            except OSError as err:  # name the file: a full disk's errno alone says nothing of where
+                raise OSError(err.errno, err.strerror, self.path) from err
             return
         self._lines += lines
         if time.monotonic() - self._written >= self.min_interval_s:

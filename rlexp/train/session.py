@@ -332,6 +332,7 @@ class TrainingSession:
         self.clock.restart()
         self.train_started = self.clock.last_end
         with GracefulStop() as self.stop:
+            self.stop.run_dir = self.run_dir if self.primary else None
             try:
                 if start_step < t.max_steps:
                     shuffle = self.conf.dataset.shuffle != "maxtext"

@@ -97,6 +97,49 @@ RLEXP = [
     _c(f"rlexp model.path={{models}}/bad_tok {RUN}", 1, "bad_tok/tokenizer.json"),
     _c(f"rlexp model.path={{models}}/no_weights {RUN}", 2, "no *.safetensors"),
     _c(f"rlexp model.path={{models}}/wrong_layers {RUN}", 2, "num_layers"),
+    # values the config layer refused only later (a traceback) or never (a wrong result)
+    _c(f"rlexp seed=-1 {RUN}", 2, "seed=-1: use an integer in [0, 4294967295]"),
+    _c(f"rlexp seed=99999999999999999999 {RUN}", 2, "seed=99999999999999999999"),
+    _c(f"rlexp trainer.final_lr_ratio=2 {RUN}", 2, "trainer.final_lr_ratio=2.0"),
+    _c(f"rlexp {TPU} slice.chips=7 {RUN}", 2, "slice.chips=7: v6e-32 (4x8) has 32"),
+    _c(f"rlexp {TPU} hydra.launcher.image= {RUN}", 2, "hydra.launcher.image=''"),
+    _c(
+        f"rlexp reward=http reward.functions.0.kwargs.url=http://127.0.0.1:9/ reward.functions.0.kwargs.timeout_s=-1 {RUN}",
+        2,
+        "reward.functions[0].kwargs.timeout_s=-1",
+    ),
+    _c(f"rlexp data_template.template=Solve_this. {RUN}", 2, "must hold {question}"),
+    _c(f"rlexp data_template.template='{{q}}' {RUN}", 2, "not {q}"),
+    _c(
+        f"rlexp chat_template.chat='{{%_if_x_%}}' {RUN}",
+        2,
+        "chat_template.chat='<plain>': Jinja syntax error on line 1",
+    ),
+    # user rewards: what the function returned, and where
+    _c(
+        f"rlexp reward=python reward.functions.0.kwargs.function={{files}}/rewards.py:huge logger=none {RUN}",
+        1,
+        "returned 1e+30, outside reward.functions[0].range=[-1, 1]",
+    ),
+    _c(
+        f"rlexp reward=python reward.functions.0.kwargs.function={{files}}/rewards.py:scalar logger=none {RUN}",
+        1,
+        "returned float 1.0, not a list of one number per completion",
+    ),
+    _c(
+        f"rlexp reward=python reward.functions.0.kwargs.function={{files}}/unparsable.py:f {RUN}",
+        2,
+        "unparsable.py:f': SyntaxError",
+    ),
+    # data files: encoding, format, the schema of a row (file and line named)
+    _c(f"rlexp dataset=jsonl dataset.source={{files}}/latin1.jsonl {RUN}", 1, "latin1.jsonl:41: not UTF-8"),
+    _c(f"rlexp dataset=parquet dataset.source={{files}}/rows.csv {RUN}", 1, "rows.csv: not a parquet file"),
+    _c(f"rlexp dataset=parquet dataset.source={{files}}/rows.jsonl {RUN}", 1, "use dataset=jsonl"),
+    _c(
+        f"rlexp dataset=jsonl dataset.source={{files}}/list_id.jsonl dataset.id_field=id {RUN}",
+        1,
+        "list_id.jsonl:41: id holds a list",
+    ),
     _c("rlexp hydra.run.dir=/proc/no/such/run", 1, "hydra.run.dir=/proc/no/such/run"),
     _c("rlexp hydra.run.dir={files}/afile", 1, "hydra.run.dir={files}/afile"),
     _c(f"rlexp output_dir={{files}}/afile/run {RUN}", 1, "output_dir={files}/afile/run"),
@@ -108,6 +151,27 @@ RLEXP = [
         check="sweep_failed",
     ),
     _c("rlexp -m sweep.direction=up hydra.sweep.dir={tmp}/sweep", 2, "sweep.direction='up'", check="no_sweep_json"),
+    _c(
+        "rlexp -m seed=range(0,1000) trainer.batch_size=0 hydra.sweep.dir={tmp}/sweep",
+        2,
+        "trainer.batch_size=0: must be > 0 (every one of the sweep's 1000 jobs is refused for this; none ran)",
+        check="sweep_failed",
+    ),
+    _c(
+        "rlexp -m seed=range(0,0) hydra.sweep.dir={tmp}/sweep",
+        2,
+        "seed='range(0,0)': an empty sweep",
+        check="no_sweep_json",
+    ),
+    _c("rlexp -m seed=range(0,10,0) hydra.sweep.dir={tmp}/sweep", 2, "step must not be 0", check="no_sweep_json"),
+    _c("rlexp -m trainer=glob(nosuch*) hydra.sweep.dir={tmp}/sweep", 2, "trainer='glob(nosuch*)': an empty sweep"),
+    _c(
+        "rlexp -m hydra/sweeper=optuna hydra.sweeper.n_trials=0 trainer.learning_rate=interval(1e-4,1e-2) "
+        "hydra.sweep.dir={tmp}/sweep",
+        2,
+        "hydra.sweeper.n_trials=0",
+        check="no_sweep_json",
+    ),
     _c("rlexp -m sweep.resume=true hydra.sweep.dir={tmp}/nosweep", 2, "sweep.resume=True", check="no_sweep_json"),
     _c("rlexp -m trainer.beta=0,,1 hydra.sweep.dir={tmp}/sweep", 2, "trainer.beta=0,,1", check="no_sweep_json"),
     _c("rlexp -m +sweep=nosuch hydra.sweep.dir={tmp}/sweep", 2, "sweep='nosuch'", check="no_sweep_json"),
@@ -159,6 +223,7 @@ REPORT = [
     _c("rlexp.report /nonexistent/sweep", 2, "/nonexistent/sweep: no such run or sweep dir"),
     _c("rlexp.report {files}/emptydir --out {tmp}/r.html", 2, "no runs found"),
     _c("rlexp.report {files}/binary_run --out {tmp}/r.html", 1, "binary_run/metrics.jsonl: not UTF-8"),
+    _c("rlexp.report {files}/list_summary --out {tmp}/r.html", 1, "list_summary/summary.json: holds a list"),
     _c("rlexp.report {fixture_runs} --out {files}/adir", 1, "adir"),
     _c(
         "rlexp.report {fixture_runs} --objective eval.after.nonexistent --out {tmp}/r.html",
@@ -200,6 +265,11 @@ SERVE = [
     _c("rlexp.serve_reward --reward nosuch", 2, "--reward=nosuch: no such reward"),
     _c("rlexp.serve_reward --function nosuch_module:fn", 2, "--function=nosuch_module:fn"),
     _c("rlexp.serve_reward --function {files}/rewards.py:missing", 2, "--function={files}/rewards.py:missing"),
+    _c(
+        "rlexp.serve_reward --function {files}/unparsable.py:f",
+        2,
+        "--function={files}/unparsable.py:f: cannot load it; SyntaxError",
+    ),
     _c("rlexp.serve_reward --token-env RLEXP_TEST_NO_SUCH_VAR", 2, "--token-env=RLEXP_TEST_NO_SUCH_VAR"),
 ]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 from collections.abc import Iterator
@@ -34,7 +35,10 @@ def bad_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (d / "scored.jsonl").write_text("".join(item % i for i in range(4)))
     (d / "rewards.py").write_text(
         "def as_text(prompts, completions, **fields):\n    return ['high'] * len(completions)\n"
+        "def huge(prompts, completions, **fields):\n    return [1e30] * len(completions)\n"
+        "def scalar(prompts, completions, **fields):\n    return 1.0\n"
     )
+    (d / "unparsable.py").write_text("def f(:\n")
     for name, data in (("badlauncher", b'{"launcher": "gke", "handle": '), ("binlauncher", b"\x89PNG\r\n\x1a\n\x00")):
         (d / name).mkdir()
         (d / name / "launcher.json").write_bytes(data)
@@ -44,6 +48,14 @@ def bad_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run.mkdir()
     (run / "summary.json").write_text('{"status": "completed", "eval": {"after": {"pass_at_1": 0.5}}}')
     (run / "metrics.jsonl").write_bytes(b'{"step": 1, "loss": 0.5}\n\x00\xff\xfe\x00garbage\n')
+    rows = "".join(json.dumps({"question": f"{i}+1=", "answer": str(i + 1)}) + "\n" for i in range(40))
+    (d / "rows.jsonl").write_text(rows)
+    (d / "latin1.jsonl").write_bytes(rows.encode() + '{"question": "caf\xe9", "answer": "1"}\n'.encode("latin-1"))
+    (d / "rows.csv").write_text("question,answer\n1+1=,2\n")
+    ids = "".join(json.dumps({"id": f"r{i}", "question": f"{i}+1=", "answer": str(i + 1)}) + "\n" for i in range(40))
+    (d / "list_id.jsonl").write_text(ids + '{"id": ["r40"], "question": "1+1=", "answer": "2"}\n')
+    (d / "list_summary").mkdir()
+    (d / "list_summary" / "summary.json").write_text("[1, 2]")
     (d / "emptydir").mkdir()
     (d / "adir").mkdir()
     (d / "afile").write_text("not a folder\n")

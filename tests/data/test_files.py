@@ -164,3 +164,28 @@ def test_over_long_prompts_are_filtered_before_the_caps(tmp_path) -> None:  # no
     d.train_size = 45
     s = render_splits(load_splits(d), *_templates(), _WordTokenizer(), max_prompt_tokens=5)
     assert len(s.train) == len(short) < 45
+
+
+def test_a_row_over_the_size_limit_is_skipped_unread(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    from rlexp.data import sources
+
+    monkeypatch.setattr(sources, "MAX_ROW_BYTES", 1000)
+    rows = [{"question": "x" * 5000, "answer": "1"}, {"question": "1+1=", "answer": "2"}, {"q": 1}]
+    path = tmp_path / "train.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + "{not json\n")
+    got = list(sources.read_records(str(path), "train"))
+    assert [w for w, _ in got] == [f"{path}:{n}" for n in (1, 2, 3, 4)]
+    assert got[0][1] == {"__oversized__": f"{path}:1"} and got[1][1] == rows[1]
+    assert got[3][1] == {"__unparseable__": f"{path}:4"}
+
+
+def test_a_row_holding_a_list_id_names_its_line_and_a_list_answer_stays_text(tmp_path) -> None:  # noqa: ANN001
+    path = tmp_path / "d.jsonl"
+    path.write_text(
+        '{"id": "a", "question": "a", "answer": ["t1"]}\n\n{"id": {"x": 1}, "question": "b", "answer": "1"}\n'
+    )
+    cfg = _dataset("jsonl", source=str(path), eval_fraction=0.0, id_field="id")
+    with pytest.raises(RlexpError, match=rf"{path}:3: id holds a dict"):
+        load_splits(cfg)
+    path.write_text('{"id": "a", "question": "a", "answer": ["t1"]}\n')  # reward=code_tests' tests: a list
+    assert load_splits(cfg).train[0]["answer"] == "['t1']"

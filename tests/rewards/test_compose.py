@@ -119,7 +119,21 @@ def test_build_rewards_fills_errored_items_per_group() -> None:
     def _factory():
         return lambda prompts, completions, **_: [float("nan") if i % 2 else 1.0 + i for i in range(len(completions))]
 
-    cfg = RewardConfig(name="t", functions=[RewardFnConfig(fn="test_every_second_errors")])
+    cfg = RewardConfig(name="t", functions=[RewardFnConfig(fn="test_every_second_errors", range=[0.0, 4.0])])
     rs = build_rewards(cfg, group_size=2)
     assert rs.fns[0](["p"] * 4, ["c"] * 4) == [1.0, 1.0, 3.0, 3.0]
     assert rs.step_metrics()["rewards/test_every_second_errors/non_finite"] == 2.0
+
+
+def test_a_value_outside_the_declared_range_is_an_errored_value_naming_row_and_range() -> None:
+    from rlexp.rewards.registry import register
+
+    @register("test_one_huge")
+    def _factory():
+        return lambda prompts, completions, **_: [1e30 if i == 1 else 0.5 for i in range(len(completions))]
+
+    rs = build_rewards(RewardConfig(name="t", functions=[RewardFnConfig(fn="test_one_huge")]), group_size=2)
+    assert rs.fns[0](["p"] * 4, ["c"] * 4) == [0.5] * 4  # the huge value leaves its group
+    assert rs.stats.last_error["test_one_huge"] == "row 1: returned 1e+30, outside reward.functions[0].range=[-1, 1]"
+    m = rs.step_metrics()
+    assert m["rewards/test_one_huge/out_of_range"] == 1.0 and m["rewards/error_ratio"] == 0.25

@@ -12,6 +12,7 @@ takes one (`hydra/launcher=gke`), so the launcher reuses what the validation com
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig
@@ -37,8 +38,26 @@ class BasicSweeper(basic_sweeper_class()):  # type: ignore[misc]
         if hasattr(self.launcher, "composer"):
             self.launcher.composer = self.composer
 
+    def sweep(self, arguments: list[str]) -> Any:
+        """Hydra's sweep, after every sweep expression was checked to yield jobs (a glob needs the loader)."""
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        from rlexp.launch.sweep_checks import check_expressions
+
+        parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
+        check_expressions(parser.parse_overrides([*self._parse_config(), *arguments]))
+        return super().sweep(arguments)
+
     def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
-        """Compose every job of the batch (raising what Hydra's composition raises for a bad one)."""
-        for i, overrides in enumerate(batch):
-            self.composer.compose(list(overrides), self.next_job_idx + i)
+        """Compose every job of the batch (raising what Hydra's composition raises for a bad one); a batch every
+        job of which the config rules refuse is refused once (rlexp.launch.sweep_checks)."""
+        from rlexp.launch.sweep_checks import refuse_if_every_job_fails
+
+        jobs = [
+            (num, list(o), lambda o=o, num=num: self.composer.compose(list(o), num).task)  # composed when checked
+            for num, o in enumerate(batch, self.next_job_idx)
+        ]
+        refuse_if_every_job_fails(self.config, jobs)  # first: a refused 1,000-job sweep composes 17 of them
+        for num, overrides, _ in jobs:
+            self.composer.compose(overrides, num)
         self.next_job_idx += len(batch)
