@@ -108,6 +108,7 @@ def _data_checks(cfg: RlexpConfig, splits: Any, rep: _Report, result: dict[str, 
     renders them (when the tokenizer is here), max_steps against the rows left, doubled turn markers."""
     from rlexp.config.validate import check_steps
     from rlexp.data.templates import MARKER_ROWS, marker_problems, render_rows, render_splits
+    from rlexp.tools.toolbox import tools_prompt
 
     t, dt, ct = cfg.trainer, cfg.data_template, cfg.chat_template
     tokenizer = rep.run("tokenizer", lambda: _tokenizer_here(cfg))
@@ -121,7 +122,10 @@ def _data_checks(cfg: RlexpConfig, splits: Any, rep: _Report, result: dict[str, 
         )
     fitting = splits
     if tokenizer is not None:
-        fitting = rep.run("prompt_lengths", lambda: render_splits(splits, dt, ct, tokenizer, t.max_prompt_tokens))
+        system = tools_prompt(cfg)
+        fitting = rep.run(
+            "prompt_lengths", lambda: render_splits(splits, dt, ct, tokenizer, t.max_prompt_tokens, system)
+        )
         if fitting is None:
             return
         result["dataset"].update(
@@ -133,7 +137,8 @@ def _data_checks(cfg: RlexpConfig, splits: Any, rep: _Report, result: dict[str, 
         rep.add("turn_markers", "skipped", "chat_template.chat=tokenizer needs the model's tokenizer, not here")
         return
     # the first rows before the length filter, as training checks them (doubled markers may empty the filter)
-    problems = marker_problems(render_rows(splits.train[:MARKER_ROWS], dt, ct, tokenizer), dt, ct)
+    rows = render_rows(splits.train[:MARKER_ROWS], dt, ct, tokenizer, system=tools_prompt(cfg))
+    problems = marker_problems(rows, dt, ct)
     rep.add("turn_markers", "failed" if problems else "ok", "; ".join(problems))
 
 

@@ -173,12 +173,14 @@ def sampled_items(cfg: RlexpConfig, rows: list[dict[str, Any]]) -> list[dict[str
     """The rows' prompts rendered as training renders them, each with `validate.generations` sampled completions."""
     from rlexp.data.templates import render_rows
     from rlexp.models.loader import load_tokenizer
+    from rlexp.tools.toolbox import tools_prompt
 
     tokenizer = load_tokenizer(cfg.model)
     skipped: dict[str, int] = {}
     budget = cfg.trainer.max_prompt_tokens
+    system = tools_prompt(cfg)  # the offered tools, with agent=tools
     rendered = render_rows(
-        rows, cfg.data_template, cfg.chat_template, tokenizer, max_prompt_tokens=budget, skipped=skipped
+        rows, cfg.data_template, cfg.chat_template, tokenizer, max_prompt_tokens=budget, skipped=skipped, system=system
     )
     if not rendered:
         raise RlexpError(

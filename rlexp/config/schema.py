@@ -305,6 +305,7 @@ class AgentConfig:
     max_tool_tokens: int = 32  # a tool's output is cut to this many tokens
     tool_timeout_s: float = 5.0  # a tool call taking longer is an error message to the model
     answer_pattern: str | None = None  # a turn matching this regex ends the episode, tool calls or not
+    describe_tools: bool = True  # the prompt's system message offers the tools' schemas in tool_format's convention
 
 
 @dataclass

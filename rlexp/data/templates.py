@@ -56,13 +56,15 @@ def _uses_tokenizer_template(tokenizer: Any) -> bool:
     return tokenizer is not None and hasattr(tokenizer, "apply_chat_template")
 
 
-def render_prompt(row: Row, data: DataTemplateConfig, chat: ChatTemplateConfig, tokenizer: Any = None) -> str:
+def render_prompt(
+    row: Row, data: DataTemplateConfig, chat: ChatTemplateConfig, tokenizer: Any = None, system: str | None = None
+) -> str:
     """The exact text the model is prompted with for one row; a Jinja error names the template, its line and
-    the row."""
+    the row. `system`: a system message before the user's (the offered tools, rlexp.tools.toolbox.tools_prompt)."""
     from jinja2.exceptions import TemplateError
 
     try:
-        return _render(row, data, chat, tokenizer)
+        return _render(row, data, chat, tokenizer, system)
     except TemplateError as err:
         line = getattr(err, "lineno", None) or _jinja_line(err)
         where = f"line {line} of " if line else ""
@@ -83,11 +85,13 @@ def _jinja_line(err: BaseException) -> int | None:
     return line
 
 
-def _render(row: Row, data: DataTemplateConfig, chat: ChatTemplateConfig, tokenizer: Any) -> str:
+def _render(row: Row, data: DataTemplateConfig, chat: ChatTemplateConfig, tokenizer: Any, system: str | None) -> str:
     text = data_text(row, data)
     if chat.chat is None:
-        return text
+        return text if system is None else f"{system}\n\n{text}"
     messages = [{"role": "user", "content": text}]
+    if system is not None:
+        messages.insert(0, {"role": "system", "content": system})
     if chat.chat == "tokenizer":
         if not _uses_tokenizer_template(tokenizer):
             raise ConfigError("chat_template.chat", "tokenizer", "needs the model's Hugging Face tokenizer")
@@ -163,6 +167,7 @@ def render_rows(
     max_prompt_tokens: int | None = None,
     skipped: dict[str, int] | None = None,
     limit: int | None = None,
+    system: str | None = None,
 ) -> list[Row]:
     """Rows with `prompt` filled in; with a tokenizer and a budget, longer prompts are dropped and counted.
 
@@ -172,7 +177,7 @@ def render_rows(
     for r in rows:
         if limit is not None and len(out) >= limit:
             break
-        prompt = render_prompt(r, data, chat, tokenizer)
+        prompt = render_prompt(r, data, chat, tokenizer, system)
         if tokenizer is not None and max_prompt_tokens and prompt_tokens(tokenizer, prompt) > max_prompt_tokens:
             if skipped is not None:
                 skipped["prompt_too_long"] = skipped.get("prompt_too_long", 0) + 1
@@ -187,6 +192,7 @@ def render_splits(
     chat: ChatTemplateConfig,
     tokenizer: Any = None,
     max_prompt_tokens: int | None = None,
+    system: str | None = None,
 ) -> Splits:
     """Both splits rendered and length-filtered, then capped: a dropped prompt is replaced by a spare row.
 
@@ -199,7 +205,14 @@ def render_splits(
     def render(rows: list[Row], spares: list[Row]) -> list[Row]:
         kept = itertools.chain(rows, spares)
         return render_rows(
-            kept, data, chat, tokenizer, max_prompt_tokens=max_prompt_tokens, skipped=skipped, limit=len(rows)
+            kept,
+            data,
+            chat,
+            tokenizer,
+            max_prompt_tokens=max_prompt_tokens,
+            skipped=skipped,
+            limit=len(rows),
+            system=system,
         )
 
     return Splits(

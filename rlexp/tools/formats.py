@@ -146,3 +146,50 @@ def _render_harmony(results: list[tuple[str, str]]) -> str:
 
 _PARSERS = {"qwen": _parse_qwen, "gemma": _parse_gemma, "harmony": _parse_harmony}
 _RENDER = {"qwen": _render_qwen, "gemma": _render_gemma, "harmony": _render_harmony}
+
+
+def _describe_qwen(specs: list[dict[str, Any]]) -> str:
+    lines = "\n".join(json.dumps(s) for s in specs)
+    return (
+        "# Tools\n\nYou may call one or more functions to answer the user.\n\nThe function signatures are in "
+        f"<tools></tools> XML tags:\n<tools>\n{lines}\n</tools>\n\nTo call a function, write a JSON object with "
+        'its name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{"name": <function-name>, '
+        '"arguments": <args-json-object>}\n</tool_call>'
+    )
+
+
+def _params(spec: dict[str, Any], typed: dict[str, str]) -> list[tuple[str, str, str]]:
+    """(name, type in the target language, description) of each parameter of an OpenAI function spec."""
+    props = spec["function"].get("parameters", {}).get("properties", {})
+    return [(k, typed.get(v.get("type", ""), "any"), v.get("description", "")) for k, v in props.items()]
+
+
+def _describe_gemma(specs: list[dict[str, Any]]) -> str:
+    py = {"string": "str", "number": "float", "integer": "int", "boolean": "bool", "array": "list", "object": "dict"}
+    defs = []
+    for s in specs:
+        args = ", ".join(f"{n}: {t}" for n, t, _ in _params(s, py))
+        defs.append(f'def {s["function"]["name"]}({args}):\n    """{s["function"].get("description", "")}"""')
+    return (
+        "You can call these Python functions. To call one, write\n```tool_code\nname(key=value)\n```\nEach result "
+        "comes back in a ```tool_output``` block.\n\n```python\n" + "\n\n".join(defs) + "\n```"
+    )
+
+
+def _describe_harmony(specs: list[dict[str, Any]]) -> str:
+    ts = {"string": "string", "number": "number", "integer": "number", "boolean": "boolean", "array": "any[]"}
+    body = []
+    for s in specs:
+        fields = "".join(f"// {d}\n{n}: {t},\n" if d else f"{n}: {t},\n" for n, t, d in _params(s, ts))
+        body.append(
+            f"// {s['function'].get('description', '')}\ntype {s['function']['name']} = (_: {{\n{fields}}}) => any;"
+        )
+    return "# Tools\n\n## functions\n\nnamespace functions {\n\n" + "\n\n".join(body) + "\n\n} // namespace functions"
+
+
+_DESCRIBE = {"qwen": _describe_qwen, "gemma": _describe_gemma, "harmony": _describe_harmony}
+
+
+def describe(fmt: str, specs: list[dict[str, Any]]) -> str:
+    """The system message offering `specs` (OpenAI function schemas) in `fmt`'s convention."""
+    return _DESCRIBE[fmt](specs)

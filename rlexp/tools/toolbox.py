@@ -28,6 +28,27 @@ def check_tools(configs: list[Any]) -> None:
             tools[c.name].check(dict(c.kwargs), f"agent.tools[{i}].kwargs")
 
 
+def spec(tool: Tool) -> dict[str, Any]:
+    """One tool as an OpenAI function schema, the `tools` entry chat templates take."""
+    return {
+        "type": "function",
+        "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters},
+    }
+
+
+def tools_prompt(cfg: Any) -> str | None:
+    """The system message offering the run's tools in its tool format (agent.describe_tools), or None: a
+    single-turn run, or a prompt that names no tools (a model warmed up without them, as the demo's)."""
+    a = cfg.agent
+    if a.kind != "tools" or not a.describe_tools:
+        return None
+    from rlexp.config.agent_rules import tool_format
+    from rlexp.tools.formats import describe
+
+    tools = known_tools()
+    return describe(tool_format(cfg), [spec(tools[c.name]) for c in a.tools])
+
+
 def _text(value: Any) -> str:
     if isinstance(value, str):
         return value
@@ -51,10 +72,7 @@ class ToolBox:
 
     def specs(self) -> list[dict[str, Any]]:
         """The offered tools as chat templates' `tools` list (OpenAI function schema)."""
-        return [
-            {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
-            for t, _ in self.tools.values()
-        ]
+        return [spec(t) for t, _ in self.tools.values()]
 
     def call(self, name: str, arguments: Any) -> tuple[str, bool]:
         """(text for the model, whether it is an error)."""

@@ -81,9 +81,15 @@ def eval_config(run_dir: Path | None, hf_dir: Path | None, overrides: list[str])
 def eval_rows(conf: RlexpConfig, tokenizer: Any) -> list[dict[str, Any]]:
     from rlexp.data.registry import load_splits
     from rlexp.data.templates import render_splits
+    from rlexp.tools.toolbox import tools_prompt
 
     splits = render_splits(
-        load_splits(conf.dataset), conf.data_template, conf.chat_template, tokenizer, conf.trainer.max_prompt_tokens
+        load_splits(conf.dataset),
+        conf.data_template,
+        conf.chat_template,
+        tokenizer,
+        conf.trainer.max_prompt_tokens,
+        tools_prompt(conf),
     )
     if not splits.eval:
         raise ConfigError(

@@ -31,6 +31,7 @@ from rlexp.data.templates import check_turn_markers, render_splits
 from rlexp.errors import ConfigError, RlexpError, RunError
 from rlexp.rewards.compose import build_rewards
 from rlexp.rewards.registry import probe_services
+from rlexp.tools.toolbox import tools_prompt
 from rlexp.tracking.process import DEFAULT_FACTORY, TrackerProcess
 from rlexp.train import heap, rundir
 from rlexp.train.checkpoints import restorable
@@ -79,8 +80,10 @@ class TrainingSession:
     def _load_data(self, tokenizer: Any) -> None:
         raw = load_splits(self.conf.dataset)
         check_turn_markers(raw.train, self.conf.data_template, self.conf.chat_template, tokenizer)  # as the preflight
+        conf = self.conf
+        system = tools_prompt(conf)  # the offered tools, with agent=tools
         splits = render_splits(
-            raw, self.conf.data_template, self.conf.chat_template, tokenizer, self.conf.trainer.max_prompt_tokens
+            raw, conf.data_template, conf.chat_template, tokenizer, conf.trainer.max_prompt_tokens, system
         )
         check_steps(self.conf, len(splits.train))  # after filtering: the rows that will really be trained on
         if not splits.eval:
