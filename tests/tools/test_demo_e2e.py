@@ -1,21 +1,41 @@
-"""The tool demo through the command a user types: `rlexp experiment=tools_demo` learns to use its calculator
-(pass@1 up by >= 0.15), and its run dir holds episodes: conversations, agent/* metrics, a report that shows them."""
+"""The tool demo through the command a user types: `rlexp experiment=tools_demo`, stopped by SIGTERM and resumed by
+the same command, learns to use its calculator (pass@1 up by >= 0.15), and its run dir holds episodes:
+conversations, agent/* metrics, a report that shows them."""
 
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 
 import pytest
 
-from tests.helpers import run_rlexp
+from tests.helpers import run_rlexp, start_rlexp
+
+DEMO = ["experiment=tools_demo", "logger=none"]
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory):  # noqa: ANN001, ANN201
+def stopped(tmp_path_factory):  # noqa: ANN001, ANN201
+    """The demo's command stopped by SIGTERM a fifth of the way in (a checkpoint after that step), then the same
+    command again, which resumes there: one run's cost covers both the demo and multi-turn resume."""
     run_dir = tmp_path_factory.mktemp("tools_demo")
-    proc = run_rlexp("experiment=tools_demo", "logger=none", f"hydra.run.dir={run_dir}", timeout=400)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return run_dir
+    proc = start_rlexp(*DEMO, f"hydra.run.dir={run_dir}", stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    for line in proc.stderr:  # off a terminal, progress is a line per 10 % of the run
+        if line.startswith("rlexp: step 6/30"):
+            proc.send_signal(signal.SIGTERM)
+            break
+    rest = proc.stderr.read()
+    assert proc.wait(timeout=300) == 1, rest[-2000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    resumed = run_rlexp(*DEMO, f"hydra.run.dir={run_dir}", timeout=400)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    return run_dir, summary
+
+
+@pytest.fixture(scope="module")
+def demo(stopped):  # noqa: ANN001, ANN201
+    return stopped[0]
 
 
 @pytest.mark.slow
@@ -43,3 +63,16 @@ def test_samples_metrics_and_report_hold_episodes(demo) -> None:  # noqa: ANN001
     assert run_rlexp(str(demo), "--out", str(out), module="rlexp.report").returncode == 0
     page = out.read_text()
     assert 'class="turn">calculator:' in page and 'data-metric="agent/tool_calls_mean"' in page
+
+
+@pytest.mark.slow
+def test_sigterm_then_the_same_command_resumes_the_episodes(stopped) -> None:  # noqa: ANN001
+    run_dir, at_stop = stopped
+    assert at_stop["status"] == "interrupted" and 6 <= at_stop["train"]["steps"] < 30
+    assert (run_dir / "checkpoints" / "actor" / str(at_stop["train"]["steps"])).is_dir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert (summary["status"], summary["train"]["steps"]) == ("completed", 30)
+    steps = [r for r in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines()) if r["step"] > 0]
+    trained = [r for r in steps if "loss" in r]
+    assert [r["step"] for r in trained] == list(range(1, 31))  # each step once, across the stop
+    assert all("agent/turns_mean" in r for r in trained)
