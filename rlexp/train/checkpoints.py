@@ -85,11 +85,56 @@ def _file_damage(path: Path) -> str | None:
     return None if pos == size else f"cut short ({size} of {pos} bytes)"
 
 
+FILES = "rlexp_files.json"  # in a step dir: its OCDBT files and their sizes, recorded once orbax committed it
+
+
+def _immutable(path: Path) -> bool:
+    """OCDBT data files and manifests, never rewritten once their step is committed."""
+    return path.parent.name == "d" or path.name.endswith(".ocdbt")
+
+
+def record_files(run_dir: str) -> None:
+    """For each committed step of `run_dir` without a record yet, record its OCDBT files and sizes (FILES), so a
+    later resume can tell a step that lost a file (which no header check sees) from a whole one. Local run dirs."""
+    root = Path(run_dir) / "checkpoints" / "actor"
+    if storage.is_url(run_dir) or not root.is_dir():
+        return
+    for step_dir in root.iterdir():
+        if not step_dir.name.isdigit() or (step_dir / FILES).exists():
+            continue
+        if not (step_dir / "commit_success.txt").exists():  # orbax is still writing it
+            continue
+        files = {str(f.relative_to(step_dir)): f.stat().st_size for f in sorted(step_dir.rglob("*")) if _immutable(f)}
+        tmp = step_dir / f".{FILES}.tmp"
+        try:
+            tmp.write_text(json.dumps(files, indent=0))
+            tmp.replace(step_dir / FILES)
+        except OSError:  # a full disk: the record is a check for later, never a reason to fail the run
+            tmp.unlink(missing_ok=True)
+
+
+def _missing(step_dir: Path) -> str | None:
+    """A file the step's record lists that is gone or has another size, or None (also without a record)."""
+    try:
+        files = json.loads((step_dir / FILES).read_text())
+    except (OSError, ValueError):
+        return None
+    for rel, size in files.items():
+        path = step_dir / rel
+        if not path.is_file():
+            return f"{rel} missing"
+        if path.stat().st_size != size:
+            return f"{rel} is {path.stat().st_size} bytes, {size} when saved"
+    return None
+
+
 def damage(step_dir: Path) -> str | None:
     """Why a checkpoint step cannot be restored, or None when all its files are whole."""
     for item in _ITEMS:
         if not (step_dir / item).is_dir():
             return f"no {item}/"
+    if (gone := _missing(step_dir)) is not None:
+        return gone
     for path in sorted(p for p in step_dir.rglob("*") if p.is_file()):
         reason = _file_damage(path)
         if reason is not None:

@@ -17,6 +17,7 @@ from tunix.sft.hooks import TrainingHooks
 
 from rlexp.compat.tunix import publish_pending_train_metrics, trains_lora_only
 from rlexp.errors import RlexpError
+from rlexp.train.checkpoints import record_files
 from rlexp.train.collectives import settle
 
 log = logging.getLogger(__name__)
@@ -172,6 +173,8 @@ class StepHooks(TrainingHooks):
         self._seen = done
         s = self.session
         s.flush_metrics(done - 1)  # actor metrics of step `done` are published during the next update
+        if s.primary:
+            record_files(s.run_dir)  # the steps orbax has committed since
         s.set_rollout_seed(done + 2)  # the rollout of step done+1 has already run
         if done > s.start_step and done % s.conf.trainer.eval_every == 0 and done < s.conf.trainer.max_steps:
             s.run_eval(done, in_actor_update=True)

@@ -34,7 +34,7 @@ from rlexp.rewards.registry import probe_services
 from rlexp.tools.toolbox import tools_prompt
 from rlexp.tracking.process import DEFAULT_FACTORY, TrackerProcess
 from rlexp.train import heap, rundir
-from rlexp.train.checkpoints import restorable
+from rlexp.train.checkpoints import record_files, restorable
 from rlexp.train.collectives import settle
 from rlexp.train.metrics import MetricsCollector, group_stats, rlexp_metric_key, to_json_line
 from rlexp.train.stepclock import EVAL, STEP, StepClock
@@ -355,6 +355,7 @@ class TrainingSession:
         self.metrics.close(), self.samples.close()
         summary = self._summary(status, steps, time.perf_counter() - started)
         if self.primary:
+            record_files(self.run_dir)  # the last steps, committed once the learner closed its checkpointer
             storage.write_json(self.path("summary.json"), summary)
         self.tracker.finish(summary, exit_code=0 if status == "completed" else 1)
         self.rewards.close()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from rlexp.config.load import to_config
-from rlexp.train.checkpoints import damage
+from rlexp.train.checkpoints import FILES, damage
 from tests.cli.conftest import TRAIN
 from tests.cli.test_bad_inputs import tree_hash
 from tests.helpers import REPO, compose_cfg, run_rlexp, start_rlexp
@@ -109,11 +109,18 @@ def test_damaged_newest_checkpoint_is_set_aside_or_refused(trained_run: Path, tm
     run = tmp_path / "run"
     shutil.copytree(trained_run, run)
     actor = run / "checkpoints" / "actor"
-    assert damage(actor / "3") is None
-    shutil.copytree(actor / "3", actor / "6")  # a newer step, then damaged as a cut-short copy would be
-    data = max((actor / "6" / "model_params").rglob("d/*"), key=lambda p: p.stat().st_size)
+    assert damage(actor / "3") is None and (actor / "3" / FILES).is_file()  # recorded once orbax committed it
+    cut = tmp_path / "cut"
+    shutil.copytree(actor / "3", cut)  # a cut-short copy: its headers say so
+    data = max((cut / "model_params").rglob("d/*"), key=lambda p: p.stat().st_size)
     data.write_bytes(data.read_bytes()[:100])
-    assert "cut short" in (damage(actor / "6") or "")
+    assert "is 100 bytes" in (damage(cut) or "")  # against its record
+    (cut / FILES).unlink()
+    assert "cut short" in (damage(cut) or "")  # without one, by its headers
+    shutil.copytree(actor / "3", actor / "6")  # a newer step that lost one data file: only its record tells
+    lost = min((actor / "6" / "model_params").rglob("d/*"), key=lambda p: p.stat().st_size)
+    lost.unlink()
+    assert (damage(actor / "6") or "").endswith(" missing")
 
     both = tmp_path / "both"
     shutil.copytree(run, both)
