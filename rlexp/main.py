@@ -7,6 +7,7 @@ function lives in this importable module (not `__main__`) because Slurm jobs unp
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,25 +20,48 @@ from rlexp.config.load import CONF_DIR, register_configs, to_config
 register_configs()
 
 
-def record_job(cfg: DictConfig) -> None:
-    """Write `.hydra/{config,hydra,overrides}.yaml` as Hydra would have before the task function ran.
+def record_job(cfg: DictConfig) -> Callable[[], None]:
+    """Write `.hydra/{config,hydra,overrides}.yaml` as Hydra would have before the task function ran; returns
+    the undo, which puts the records and the run log back as they were.
 
     conf/config.yaml sets `hydra.output_subdir: null` so that Hydra writes nothing into the run dir: rlexp
     writes these records here, once every check passed, and a refused command (a resume with another
-    config, a bad value) leaves an earlier run's records as they were. report, export and jobs read them.
+    config, a bad value, and through the undo bad data or templates found while a resume sets up) leaves an
+    earlier run's records and run log as they were. report, export and jobs read them.
     """
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
 
     hc = HydraConfig.get()
     out = Path(hc.runtime.output_dir)
+    records = out / ".hydra"
+    log = out / f"{hc.job.name}.log"
+    names = ("config.yaml", "hydra.yaml", "overrides.yaml")
+    before = {n: (records / n).read_bytes() if (records / n).is_file() else None for n in names}
+    had_records, log_size = records.is_dir(), log.stat().st_size if log.is_file() else None
     if hc.output_subdir is None:
-        records = out / ".hydra"
         records.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(cfg, records / "config.yaml")
         OmegaConf.save(HydraConfig.instance().cfg, records / "hydra.yaml")
         OmegaConf.save(hc.overrides.task, records / "overrides.yaml")
-    cli.take_run_log(str(out / f"{hc.job.name}.log"))  # a failure's traceback goes there from now on
+    cli.take_run_log(str(log))  # a failure's traceback goes there from now on
+
+    def undo() -> None:
+        if not had_records:  # a new run dir keeps what its failure wrote: main.log holds the traceback
+            return
+        cli.take_run_log(None)
+        for name, data in before.items():
+            if data is None:
+                (records / name).unlink(missing_ok=True)
+            else:
+                (records / name).write_bytes(data)
+        if log_size is None:
+            log.unlink(missing_ok=True)
+        elif log.is_file():
+            with log.open("r+b") as f:
+                f.truncate(log_size)
+
+    return undo
 
 
 def run(cfg: DictConfig) -> float:
@@ -77,10 +101,18 @@ def run(cfg: DictConfig) -> float:
 
     # a damaged newest checkpoint is set aside (or, when none is whole, the run stops) before JAX is imported
     fall_back_to_restorable(str(conf.output_dir or run_dir), can_move=not in_cluster_job())
-    record_job(cfg)
+    undo = record_job(cfg)
+    from rlexp.errors import RlexpError
     from rlexp.train.run import train  # heavy: JAX, Tunix
 
-    return train(conf, cfg, run_dir)
+    metrics = run_dir / "metrics.jsonl"
+    size = metrics.stat().st_size if metrics.is_file() else -1
+    try:
+        return train(conf, cfg, run_dir)
+    except RlexpError:  # refused while setting up (data, templates): an earlier run's dir stays as it was
+        if (metrics.stat().st_size if metrics.is_file() else -1) == size:
+            undo()
+        raise
 
 
 def _finished_or_locked(conf: Any, run_dir: str) -> float | None:

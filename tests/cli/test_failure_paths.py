@@ -76,6 +76,31 @@ def test_run_time_failure_keeps_its_traceback_in_the_run_log(tmp_path: Path) -> 
     assert line.removeprefix("rlexp: error: ") in log and "Traceback (most recent call last)" in log
 
 
+@pytest.mark.slow
+def test_a_resume_refused_on_its_data_leaves_the_run_dir_as_it_was(bad_files: Path, tmp_path: Path) -> None:
+    """An interrupted run, whose data file is then re-encoded: the resume ends in one line naming the file, and
+    the run dir (Hydra's records, main.log, summary.json) is byte for byte the interrupted run's."""
+    data, run = tmp_path / "rows.jsonl", tmp_path / "run"
+    shutil.copy(bad_files / "rows.jsonl", data)
+    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"} | {"PYTHONPATH": str(REPO)}
+    args = [
+        "dataset=jsonl",
+        f"dataset.source={data}",
+        "dataset.eval_size=8",
+        *TRAIN,
+        "trainer.eval_prompts=8",
+        f"hydra.run.dir={run}",
+    ]
+    cmd = [sys.executable, "-c", INTERRUPT, *args]
+    first = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+    assert first.returncode == 1 and (run / ".hydra" / "overrides.yaml").is_file(), first.stderr[-2000:]
+    shutil.copy(bad_files / "latin1.jsonl", data)
+    before = tree_hash(run)
+    refused = rlexp(*args, cwd=tmp_path)
+    assert refused.returncode == 1 and "rows.jsonl:41: not UTF-8" in one_line(refused)
+    assert tree_hash(run) == before, "a refused resume changed the run dir"
+
+
 # Ctrl-C arrives as the first optimizer update is about to start: nothing is saved, and the line says so.
 INTERRUPT = """
 import os, runpy, signal, sys
