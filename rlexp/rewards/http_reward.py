@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlparse
 
-from rlexp.errors import ConfigError
+from rlexp.errors import ConfigError, RunError
 from rlexp.rewards.registry import RewardFn, register
 
 _RETRYABLE = {429, 500, 502, 503, 504}
@@ -93,7 +93,34 @@ def _check(key: str, kwargs: dict[str, Any]) -> None:
     _check_seconds(key, **{k: kwargs[k] for k in names if k in kwargs})
 
 
-@register("http", check=_check)
+def probe(key: str, kw: dict[str, Any]) -> None:
+    """RunError when nothing answers at the service's URL, tried as a batch is (`retries` + 1 times, `timeout_s`
+    each); any HTTP answer, an error status included, means it is up. A service that accepts connections and
+    never answers then costs these seconds before any weights load, not every batch's timed-out retries."""
+    url = str(kw.get("url"))
+    timeout, tries = float(kw.get("timeout_s", 30.0)), int(kw.get("retries", 3)) + 1
+    headers = {"Content-Type": "application/json"}
+    env = kw.get("auth_env")
+    if env and env in os.environ:
+        headers[str(kw.get("auth_header", "Authorization"))] = f"{kw.get('auth_scheme', 'Bearer')} {os.environ[env]}"
+    handlers = [urllib.request.ProxyHandler({})] if urlparse(url).hostname in _LOOPBACK else []
+    opener = urllib.request.build_opener(*handlers)
+    reason = "no attempt"
+    for _ in range(tries):
+        try:
+            with opener.open(urllib.request.Request(url, b'{"items": []}', headers), timeout=timeout):
+                return
+        except urllib.error.HTTPError:
+            return
+        except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as err:
+            reason = str(getattr(err, "reason", None) or err) or type(err).__name__
+    raise RunError(
+        f"{key}.url={url}: the reward service does not answer ({reason}; {tries} tries of {timeout:g} s); "
+        "start it or fix the URL (rlexp validate dry-runs it)"
+    )
+
+
+@register("http", check=_check, probe=probe)
 def http_reward(
     url: str,
     auth_env: str | None = None,

@@ -108,6 +108,13 @@ RLEXP = [
         2,
         "reward.functions[0].kwargs.timeout_s=-1",
     ),
+    # a service that takes the connection and never answers: asked before any weights load, not at every batch
+    _c(
+        "rlexp reward=http reward.functions.0.kwargs.url=http://127.0.0.1:{busy}/ "
+        f"reward.functions.0.kwargs.timeout_s=1 reward.functions.0.kwargs.retries=1 {RUN}",
+        1,
+        "reward.functions[0].kwargs.url=http://127.0.0.1:{busy}/: the reward service does not answer",
+    ),
     _c(f"rlexp data_template.template=Solve_this. {RUN}", 2, "must hold {question}"),
     _c(f"rlexp data_template.template='{{q}}' {RUN}", 2, "not {q}"),
     _c(
