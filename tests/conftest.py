@@ -36,14 +36,16 @@ _absl_stream_off_the_capture()
 def _logging_state() -> tuple:
     manager = logging.Logger.manager
     loggers = [logging.root, *(lg for lg in list(manager.loggerDict.values()) if isinstance(lg, logging.Logger))]
-    return manager.disable, [(lg, lg.level, list(lg.handlers), list(lg.filters), lg.propagate, lg.disabled)
-                             for lg in loggers]  # fmt: skip
+    return (manager.disable, logging.raiseExceptions), [
+        (lg, lg.level, list(lg.handlers), list(lg.filters), lg.propagate, lg.disabled) for lg in loggers
+    ]
 
 
 def _restore_logging(state: tuple) -> None:
     """Loggers made during the test (a module imported for the first time) keep what their import set up."""
-    disable, loggers = state
+    (disable, raise_exceptions), loggers = state
     logging.disable(disable)
+    logging.raiseExceptions = raise_exceptions  # rlexp's error layer sets it for the command it runs
     for lg, level, handlers, filters, propagate, disabled in loggers:
         lg.setLevel(level)
         lg.handlers[:] = handlers

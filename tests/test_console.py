@@ -6,6 +6,7 @@ They run the console script pip installed next to the interpreter (`make run` an
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import tomllib
@@ -126,7 +127,9 @@ def test_a_multirun_refuses_a_bad_swept_value_in_one_line(tmp_path: Path) -> Non
         "rlexp: error: trainer.learning_rate='x': Value 'x' of type 'str' could not be converted to Float; give a float"
     ]
     assert out.stderr.rstrip().endswith(errors[0])
-    assert "sweep " in out.stderr  # the multirun's sweep table came first: Hydra ran it as a sweep
+    manifest = json.loads((tmp_path / "sweep" / "sweep.json").read_text())  # refused once, before any job ran
+    states = {j["num"]: j["state"] for j in manifest["jobs"]}
+    assert manifest["state"] == "failed" and states == {0: "pending", 1: "failed"}
 
 
 def test_a_usage_error_of_a_command_is_the_module_line() -> None:

@@ -100,6 +100,12 @@ def refuse_if_every_job_fails(config: Any, jobs: Sequence[tuple[int, list[str], 
     )
 
 
+def record_refused(config: Any, num: int, overrides: Sequence[str], err: BaseException) -> None:
+    """One job that cannot be composed (a swept value of the wrong type) stops the sweep before any job runs:
+    sweep.json records it failed with its error, and the sweep failed; the other jobs stay pending."""
+    _record_failed(config, [(num, list(overrides))], [str(err) or type(err).__name__])
+
+
 def _record_failed(config: Any, jobs: list[tuple[int, list[str]]], reasons: list[str]) -> None:
     from rlexp.sweep import manifest
     from rlexp.tracking import context

@@ -120,7 +120,8 @@ def test_report_written_at_the_end_opens_in_chromium(sweep: Sweep) -> None:
     page = open_report(sweep.dir / "report.html")
     assert page.errors == []
     assert page.rows == 4
-    assert page.curves == {"rewards/sum": 4, "eval/pass_at_1": 4, "kl": 4, "completions/mean_length": 4}
+    curves = {"rewards/sum": 4, "eval/pass_at_1": 4, "kl": 4, "completions/mean_length": 4, "pass_at_k/1": 4}
+    assert page.curves == curves  # pass@k over steps: one chart per k (here k=1), a line per run
 
 
 def test_report_cli_on_the_sweep_dir(sweep: Sweep, tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ import pytest
 from rlexp.errors import RunError
 from rlexp.rewards.registry import register
 from rlexp.train import heap
-from tests.helpers import SHORT, compose_cfg
+from tests.helpers import SHORT, compose_cfg, in_eval
 
 SEEN: list[tuple[bool, int]] = []  # (collector enabled, frozen objects) at each reward call, i.e. each step
 FAIL_AT = {"call": None}
@@ -22,6 +22,8 @@ FAIL_AT = {"call": None}
 @register("test_heap_probe")
 def _probe():
     def test_heap_probe(prompts, completions, **_):
+        if in_eval():
+            return [0.0] * len(completions)
         SEEN.append((gc.isenabled(), gc.get_freeze_count()))
         if FAIL_AT["call"] is not None and len(SEEN) == FAIL_AT["call"]:
             os.kill(os.getpid(), signal.SIGTERM)  # as an eviction delivers it: the run stops with an error

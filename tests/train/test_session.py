@@ -143,19 +143,21 @@ def test_a_terminal_shows_one_progress_bar_rlexps(tmp_path: Path) -> None:
 
 
 @dataclasses.dataclass
-class _Config:  # the rollout config's field that sample_in_chunks sets
+class _Config:  # the rollout config's fields that sample_in_chunks sets and reads
     seed: int | None = None
+    max_tokens_to_generate: int = 4
 
 
 class _Rollout:
-    """Tunix's rollout interface: generate(prompts, config).text, here one text per prompt naming prompt and seed."""
+    """Tunix's rollout interface: generate(prompts, config) -> .text and .tokens, here one text per prompt naming
+    prompt and seed, and one token each."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[int, int]] = []  # (rows, seed)
 
     def generate(self, prompts, config):  # noqa: ANN001, ANN201
         self.calls.append((len(prompts), config.seed))
-        return SimpleNamespace(text=[f"{p}@{config.seed}" for p in prompts])
+        return SimpleNamespace(text=[f"{p}@{config.seed}" for p in prompts], tokens=[[0] for _ in prompts])
 
 
 def test_sampled_eval_chunks_keep_order_drop_the_top_up_and_seed_each_call() -> None:

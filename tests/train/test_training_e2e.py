@@ -18,11 +18,11 @@ import pytest
 from rlexp.errors import ConfigError, RlexpError
 from rlexp.rewards.registry import register
 from rlexp.train.run import train
-from tests.helpers import SHORT, compose_cfg
+from tests.helpers import SHORT, compose_cfg, in_eval
 
 pytestmark = pytest.mark.slow
 
-# A zero-weight reward that sends SIGTERM to this process on its N-th call (one call per step),
+# A zero-weight reward that sends SIGTERM to this process on its N-th training call (one call per step),
 # so an interruption lands at a known step, exactly as a pod eviction would deliver it.
 SIGTERM_AT_CALL = {"n": None, "calls": 0}
 
@@ -30,6 +30,8 @@ SIGTERM_AT_CALL = {"n": None, "calls": 0}
 @register("test_sigterm_at_call")
 def _sigterm_reward():
     def test_sigterm_at_call(prompts, completions, **_):
+        if in_eval():
+            return [0.0] * len(completions)
         SIGTERM_AT_CALL["calls"] += 1
         if SIGTERM_AT_CALL["n"] is not None and SIGTERM_AT_CALL["calls"] == SIGTERM_AT_CALL["n"]:
             os.kill(os.getpid(), signal.SIGTERM)
@@ -234,6 +236,8 @@ def test_reward_error_budget_stops_with_a_checkpoint(tmp_path: Path) -> None:
     @register("test_fail_from_step_3")
     def _():
         def test_fail_from_step_3(prompts, completions, **_):
+            if in_eval():
+                return [0.0] * len(completions)
             calls["n"] += 1
             if calls["n"] >= 3:
                 raise RuntimeError("reward service down")

@@ -51,7 +51,7 @@ class BasicSweeper(basic_sweeper_class()):  # type: ignore[misc]
     def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
         """Compose every job of the batch (raising what Hydra's composition raises for a bad one); a batch every
         job of which the config rules refuse is refused once (rlexp.launch.sweep_checks)."""
-        from rlexp.launch.sweep_checks import refuse_if_every_job_fails
+        from rlexp.launch.sweep_checks import record_refused, refuse_if_every_job_fails
 
         jobs = [
             (num, list(o), lambda o=o, num=num: self.composer.compose(list(o), num).task)  # composed when checked
@@ -59,5 +59,9 @@ class BasicSweeper(basic_sweeper_class()):  # type: ignore[misc]
         ]
         refuse_if_every_job_fails(self.config, jobs)  # first: a refused 1,000-job sweep composes 17 of them
         for num, overrides, _ in jobs:
-            self.composer.compose(overrides, num)
+            try:
+                self.composer.compose(overrides, num)
+            except Exception as err:  # the sweep stops before any job of the batch ran: sweep.json says why
+                record_refused(self.config, num, overrides, err)
+                raise
         self.next_job_idx += len(batch)
