@@ -8,6 +8,8 @@
 - `split_basic_sweep`: the job list the basic sweeper will run, to write sweep.json before the first job.
 - `basic_sweeper_class`: rlexp's sweeper (`hydra/sweeper=rlexp`) is Hydra's basic sweeper with a faster batch
   validation; Hydra exports the class only from its internal package.
+- `config_loader`: a `glob(...)` sweep expands only with a config loader, which Hydra gives its sweeper but not
+  the multirun callback that writes sweep.json first.
 """
 
 from __future__ import annotations
@@ -83,3 +85,12 @@ def basic_sweeper_class() -> type:
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 
     return BasicSweeper
+
+
+def config_loader(conf_dir: str) -> Any:
+    """A config loader over `conf_dir` and the plugins' search paths, as `@hydra.main` builds one (Hydra's private
+    ConfigLoaderImpl): what a `glob(...)` sweep needs to list a group's options."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra._internal.utils import create_config_search_path
+
+    return ConfigLoaderImpl(config_search_path=create_config_search_path(conf_dir))

@@ -30,9 +30,15 @@ def plan(config: DictConfig) -> tuple[list[list[str]] | None, list[str]]:
     raw = sweeper.get("params") if sweeper else None
     params = OmegaConf.to_container(raw, resolve=False) if isinstance(raw, DictConfig) else dict(raw or {})
     args = [f"{k}={v}" for k, v in params.items()] + list(OmegaConf.select(config, "hydra.overrides.task") or [])
+    loader = None
+    if any("glob(" in a for a in args):  # a glob() sweep lists a group's options through a config loader
+        from rlexp.compat.hydra import config_loader
+        from rlexp.config.load import CONF_DIR
+
+        loader = config_loader(CONF_DIR)
     try:
-        parsed = OverridesParser.create().parse_overrides(args)
-    except Exception:  # e.g. glob() sweeps need the config loader; the job list is then learnt job by job
+        parsed = OverridesParser.create(config_loader=loader).parse_overrides(args)
+    except Exception:  # the sweeper reports what does not parse; the job list is then learnt job by job
         return None, list(params)
     from rlexp.launch.sweep_checks import check_expressions
 

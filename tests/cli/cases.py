@@ -171,7 +171,12 @@ RLEXP = [
         check="no_sweep_json",
     ),
     _c("rlexp -m seed=range(0,10,0) hydra.sweep.dir={tmp}/sweep", 2, "step must not be 0", check="no_sweep_json"),
-    _c("rlexp -m trainer=glob(nosuch*) hydra.sweep.dir={tmp}/sweep", 2, "trainer='glob(nosuch*)': an empty sweep"),
+    _c(
+        "rlexp -m trainer=glob(nosuch*) hydra.sweep.dir={tmp}/sweep",
+        2,
+        "trainer='glob(nosuch*)': an empty sweep",
+        check="no_sweep_json",
+    ),
     _c(
         "rlexp -m hydra/sweeper=optuna hydra.sweeper.n_trials=0 trainer.learning_rate=interval(1e-4,1e-2) "
         "hydra.sweep.dir={tmp}/sweep",
