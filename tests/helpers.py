@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -132,3 +133,15 @@ def in_eval() -> bool:
             return True
         frame = frame.f_back
     return False
+
+
+def sigterm_at_progress(*args: str, step_line: str) -> tuple[int, str]:
+    """Start `python -m rlexp <args>`, send SIGTERM once its stderr shows `step_line` (off a terminal, progress is
+    a line per 10 % of the run), as an eviction would; (exit status, the rest of stderr)."""
+    proc = start_rlexp(*args, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    for line in proc.stderr:
+        if line.startswith(step_line):
+            proc.send_signal(signal.SIGTERM)
+            break
+    rest = proc.stderr.read()
+    return proc.wait(timeout=300), rest

@@ -5,12 +5,10 @@ conversations, agent/* metrics, a report that shows them."""
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
 
 import pytest
 
-from tests.helpers import run_rlexp, start_rlexp
+from tests.helpers import run_rlexp, sigterm_at_progress
 
 DEMO = ["experiment=tools_demo", "logger=none"]
 
@@ -20,13 +18,8 @@ def stopped(tmp_path_factory):  # noqa: ANN001, ANN201
     """The demo's command stopped by SIGTERM a fifth of the way in (a checkpoint after that step), then the same
     command again, which resumes there: one run's cost covers both the demo and multi-turn resume."""
     run_dir = tmp_path_factory.mktemp("tools_demo")
-    proc = start_rlexp(*DEMO, f"hydra.run.dir={run_dir}", stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
-    for line in proc.stderr:  # off a terminal, progress is a line per 10 % of the run
-        if line.startswith("rlexp: step 6/30"):
-            proc.send_signal(signal.SIGTERM)
-            break
-    rest = proc.stderr.read()
-    assert proc.wait(timeout=300) == 1, rest[-2000:]
+    code, rest = sigterm_at_progress(*DEMO, f"hydra.run.dir={run_dir}", step_line="rlexp: step 6/30")
+    assert code == 1, rest[-2000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     resumed = run_rlexp(*DEMO, f"hydra.run.dir={run_dir}", timeout=400)
     assert resumed.returncode == 0, resumed.stderr[-3000:]

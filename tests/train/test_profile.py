@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import signal
 import subprocess
 from pathlib import Path
 from types import SimpleNamespace
@@ -17,7 +16,7 @@ import jax
 import pytest
 
 from rlexp.train.profile import install_profiler, stop_open_trace
-from tests.helpers import REPO, SHORT, compose_conf, run_rlexp, start_rlexp
+from tests.helpers import REPO, SHORT, compose_conf, run_rlexp, sigterm_at_progress
 
 
 def _rlexp(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -58,13 +57,8 @@ def test_a_run_stopped_before_its_window_claims_no_trace_and_resumes_past_it(tmp
     run_dir = tmp_path / "run"
     args = ["trainer.max_steps=100", "trainer.eval_every=50", "trainer.checkpoint_every=50", "trainer.eval_prompts=16"]
     args += ["logger=none", "profile.steps=2", "profile.skip_steps=95", f"hydra.run.dir={run_dir}"]
-    proc = start_rlexp(*args, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
-    for line in proc.stderr:  # off a terminal, progress is a line per 10 % of the run
-        if line.startswith("rlexp: step 10/100"):
-            proc.send_signal(signal.SIGTERM)
-            break
-    rest = proc.stderr.read()
-    assert proc.wait(timeout=300) == 1, rest[-2000:]
+    code, rest = sigterm_at_progress(*args, step_line="rlexp: step 10/100")
+    assert code == 1, rest[-2000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "interrupted" and summary["profile"] is None
     assert not (run_dir / "profile").exists() and "profile   " not in rest
