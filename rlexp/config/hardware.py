@@ -243,7 +243,8 @@ def gpu_slice_yaml(name: str) -> str:
 
 def peak_flops(s: SliceConfig) -> float:
     """The slice's dense bf16 peak FLOP/s over all its chips (TPU generation, GPU type; CPU: nominal per core).
-    An accelerator missing from PEAK_FLOPS_PER_CHIP counts as an H200, the largest peak in the table."""
+    An accelerator missing from PEAK_FLOPS_PER_CHIP counts as an H200. MFU divides by these (H200: the ~790
+    TFLOP/s a bf16 GEMM reaches); cost.PEAK keeps the data-sheet peaks and bandwidths of its roofline."""
     if s.kind == "tpu":
         chips = max(int(s.chips), 1) * max(int(s.num_slices), 1)
         return PEAK_FLOPS_PER_CHIP.get(s.name.rpartition("-")[0], PEAK_FLOPS_PER_CHIP["h200"]) * chips
