@@ -69,3 +69,16 @@ def test_sigterm_then_the_same_command_resumes_the_episodes(stopped) -> None:  #
     trained = [r for r in steps if "loss" in r]
     assert [r["step"] for r in trained] == list(range(1, 31))  # each step once, across the stop
     assert all("agent/turns_mean" in r for r in trained)
+
+
+@pytest.mark.slow
+def test_a_sweep_of_the_demo_trains_each_job_on_episodes(tmp_path) -> None:  # noqa: ANN001
+    sweep = tmp_path / "sweep"
+    short = ["trainer.max_steps=2", "trainer.eval_every=2", "trainer.checkpoint_every=2", "trainer.eval_prompts=8"]
+    out = run_rlexp("-m", *DEMO, "seed=0,1", *short, f"hydra.sweep.dir={sweep}", "sweep.report=false", timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    manifest = json.loads((sweep / "sweep.json").read_text())
+    assert manifest["state"] == "completed" and [j["state"] for j in manifest["jobs"]] == ["completed"] * 2
+    for job in manifest["jobs"]:
+        rows = [json.loads(x) for x in (sweep / job["output_dir"] / "metrics.jsonl").read_text().splitlines()]
+        assert [r["step"] for r in rows if "agent/turns_mean" in r] == [1, 2]
