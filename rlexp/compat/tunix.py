@@ -109,6 +109,23 @@ def publish_pending_train_metrics(train_ctx: Any) -> None:
     train_ctx._write_train_metrics()
 
 
+def publish_buffered_rollout_metrics(cluster: Any) -> None:
+    """Log the rollout metrics (rewards, lengths, rlexp's metric_fn outputs) that Tunix's RLCluster holds until the
+    next step's first metric arrives. Tunix logs the same buffers again then, at the same step, aggregated over
+    everything they hold by that time; rlexp's collector keeps the later value. The buffers are copied first:
+    a rollout thread may be adding to them."""
+    import dataclasses
+
+    for buffered in list(cluster._buffered_train_metrics):
+        snapshot = {name: (list(values), op) for name, (values, op) in list(buffered.metrics.items())}
+        cluster._log_metrics(dataclasses.replace(buffered, metrics=snapshot))
+
+
+def restored_checkpoint_metadata(train_ctx: Any) -> dict[str, Any]:
+    """The custom metadata of the checkpoint the trainer restored ({} when it started fresh)."""
+    return dict(getattr(train_ctx, "_restored_custom_metadata", None) or {})
+
+
 def trains_lora_only(train_ctx: Any) -> bool:
     """Whether the trainer's checkpoints hold only LoRA parameters."""
     return bool(getattr(train_ctx, "_lora_enabled", False))

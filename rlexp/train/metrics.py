@@ -132,6 +132,13 @@ class MetricsCollector:
             steps = sorted(s for s in self._by_step if s <= last_step)
             return [{"step": s, **dict(sorted(self._by_step.pop(s).items()))} for s in steps]
 
+    def peek_until(self, last_step: int) -> list[dict[str, Any]]:
+        """Copies of the records of every step <= last_step, in order, left in the collector."""
+        with self._lock:
+            return [
+                {"step": s, **dict(sorted(self._by_step[s].items()))} for s in sorted(self._by_step) if s <= last_step
+            ]
+
     def latest(self, name: str) -> float | None:
         with self._lock:
             for s in sorted(self._by_step, reverse=True):

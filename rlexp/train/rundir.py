@@ -66,10 +66,11 @@ def check_run_dir(conf: Any, cfg: Any, run_dir: str) -> None:
         )
 
 
-def truncate_jsonl(path: str, max_step: int) -> None:
-    """Drop records after `max_step` (steps that a resumed run will redo)."""
+def truncate_jsonl(path: str, max_step: int) -> set[int]:
+    """Drop records after `max_step` (steps that a resumed run will redo); the steps of the records kept."""
     records = [r for r in storage.read_jsonl(path) if r.get("step", 0) <= max_step]
     storage.write_text(path, "".join(json.dumps(r) + "\n" for r in records))
+    return {r.get("step", 0) for r in records}
 
 
 def versions() -> dict[str, str]:

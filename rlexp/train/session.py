@@ -34,6 +34,7 @@ from rlexp.rewards.registry import probe_services
 from rlexp.tools.toolbox import tools_prompt
 from rlexp.tracking.process import DEFAULT_FACTORY, TrackerProcess
 from rlexp.train import heap, rundir
+from rlexp.train.checkpoint_rows import carry_rows, put_back_rows
 from rlexp.train.checkpoints import record_files, restorable
 from rlexp.train.collectives import settle
 from rlexp.train.metrics import MetricsCollector, group_stats, rlexp_metric_key, to_json_line
@@ -309,26 +310,35 @@ class TrainingSession:
             install(learner, self.episodes)
         self.cluster.actor_trainer.with_training_hooks(StepHooks(self))
         self.clock.time_saves(self.cluster.actor_trainer.checkpoint_manager, t.checkpoint_every)
+        carry_rows(self.cluster, self.collector, self.clock, t.checkpoint_every)
         self.clock.time_close(self.cluster)
         self.profile = install_profiler(self.cluster.actor_trainer, self.conf, self.run_dir)  # profile.steps
         self.start_step = start_step = self.cluster.actor_trainer.train_steps  # > 0 after a restore
+        written: set[int] = set()  # the steps metrics.jsonl holds
         if self.primary:
             # steps after the checkpoint are redone: drop what an interrupted run wrote of them. Without a
             # checkpoint (a job killed before its first one, rerun by a sweep resume) everything is redone,
             # the eval before training included.
             for name in ("metrics.jsonl", "samples.jsonl"):
                 if storage.exists(self.path(name)):
-                    rundir.truncate_jsonl(self.path(name), start_step if start_step else -1)
+                    kept = rundir.truncate_jsonl(self.path(name), start_step if start_step else -1)
+                    written = kept if name == "metrics.jsonl" else written
         if start_step:
             if storage.exists(self.path("evals.json")):
                 self.evals = storage.read_json(self.path("evals.json"))
             log.info("rlexp: resuming %s from step %d", self.run_dir, start_step)
+            if self.primary and (
+                back := put_back_rows(self.cluster.actor_trainer, self.collector, written, self.evals)
+            ):
+                log.info("rlexp: rows of steps %s restored from checkpoint %d", ", ".join(map(str, back)), start_step)
         sink = rundir.JsonlSink if self.primary else rundir.NullSink
         self.metrics = sink(self.path("metrics.jsonl"))
         self.samples = sink(self.path("samples.jsonl"))
         if "before" not in self.evals:
             self._warn_if_cut(self.run_eval(0, "before"))
             self.flush_metrics(0)
+        if 0 < start_step < t.max_steps and start_step % t.eval_every == 0 and str(start_step) not in self.evals:
+            self.run_eval(start_step)  # due at the checkpoint's step: the last run stopped before it ended
         heap.resume(collecting)
         status, stop_cause = "completed", None
         self.set_rollout_seed(start_step + 1)

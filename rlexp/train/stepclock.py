@@ -45,6 +45,10 @@ class StepClock:
         """Leave `seconds` of work done between steps (a mid-run eval) out of the current lap."""
         self._aside += seconds
 
+    def peek(self) -> float:
+        """The current lap's step time so far, the lap going on."""
+        return time.perf_counter() - self.last_end - self._aside
+
     def lap(self) -> dict[str, float]:
         """The metrics of the step that just ended; the next lap starts now."""
         now = time.perf_counter()
