@@ -54,7 +54,10 @@ def test_help_lists_the_commands_beside_the_config_groups() -> None:
     assert python_m("rlexp", "--help").stdout == out.stdout
 
 
-@pytest.mark.parametrize("command", sorted(COMMANDS))
+# validate's --help is Hydra's app help, which composes the config once per group option (~2.5 s on 2 cores)
+@pytest.mark.parametrize(
+    "command", [pytest.param(c, marks=pytest.mark.slow) if c == "validate" else c for c in sorted(COMMANDS)]
+)
 def test_a_command_help_is_its_module_help(command: str) -> None:
     typed = rlexp(command, "--help")
     module = python_m(COMMANDS[command], "--help")

@@ -141,6 +141,7 @@ def _cli(args: list[str], run_dir: str) -> subprocess.CompletedProcess:
     return run_rlexp(*args, f"hydra.run.dir={run_dir}", module="rlexp.validate", env=env, timeout=300)
 
 
+@pytest.mark.slow  # math-verify's grader pool starts for 12 completions
 def test_cli_with_given_completions(tmp_path) -> None:  # noqa: ANN001
     proc = _cli([*OMI2, COMPLETIONS], str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-2000:]

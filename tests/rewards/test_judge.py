@@ -280,6 +280,7 @@ def test_preflight_refuses_an_unreachable_judge(tmp_path: Path) -> None:
     assert "preflight failed: reward:judge: 6 errors" in bad.stdout and "ConnectError" in bad.stdout
 
 
+@pytest.mark.slow
 def test_training_against_an_unreachable_judge_stops_before_any_weights(tmp_path: Path) -> None:
     """`rlexp reward=judge` with nothing at base_url: one line, exit 1, before the models load; no checkpoint."""
     down = f"http://127.0.0.1:{free_port()}/v1"

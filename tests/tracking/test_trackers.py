@@ -108,10 +108,14 @@ def test_tensorboard_scalars_keep_metric_names(tmp_path: Path) -> None:
     assert [e.step for e in events.Scalars("kl")] == [1, 2]
 
 
-def test_tensorboard_event_files_go_to_a_remote_run_dir(tmp_path: Path) -> None:
+def test_tensorboard_event_files_go_to_a_remote_run_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A gs:// run dir (here fsspec's memory://) receives the event files, not a pod-local folder."""
     import fsspec
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from rlexp.tracking import tensorboard_tracker
+
+    monkeypatch.setattr(tensorboard_tracker, "REMOTE_FLUSH_S", 0.5)  # the writer's flush period, 5 s in runs
 
     run_dir = "memory://bucket/runs/tb-remote"
     fs = fsspec.filesystem("memory")
