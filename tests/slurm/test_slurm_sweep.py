@@ -11,7 +11,7 @@ Every job start costs a JAX compilation (about a minute on 2 cores), so one swee
 - `hydra.sweep.dir=<dir> sweep.resume=true` then submits job 1 alone, which completes.
 
 A one-job sweep fails inside its job (a model folder that does not exist where the job runs), and one is
-cancelled through `rlexp.jobs cancel` while Slurm holds it.
+cancelled through `rlexp.jobs cancel` while Slurm holds it (queued, with a start an hour away).
 
 The preset's 20 steps are cut to 6, with the eval and the checkpoint at the end only, for time. A requeue
 checkpoints on its SIGTERM. A run acts on a signal before an update (rlexp.train.hooks), and step 1 is in
@@ -254,11 +254,12 @@ def test_a_bad_override_fails_inside_its_job(local_slurm: str, tmp_path: Path) -
 def test_a_resume_waits_for_a_job_still_queued_and_cancel_ends_it(local_slurm: str, tmp_path: Path) -> None:
     """The submitting process dies; its Slurm job goes on. A resume waits for that job instead of submitting it
     again, and `rlexp.jobs cancel` ends it: the resumed sweep reports it cancelled."""
-    # 300 steps, not SMALL's 6: the job must still be training when it is cancelled (with 4 it had once finished
-    # and was COMPLETING, so the resumed sweep rightly reported it completed)
-    long = [o for o in SMALL if not o.startswith(("trainer.max_steps", "trainer.eval_every", "trainer.checkpoint"))]
-    long += ["trainer.max_steps=300", "trainer.eval_every=300", "trainer.checkpoint_every=300"]
-    args = ["-m", "hydra/launcher=slurm", "slice=cpu-2x1", "seed=0", *long, f"hydra.sweep.dir={tmp_path / 'sweep'}"]
+    # A start an hour away (sbatch --begin) keeps the job queued whatever the load: it never starts, so no job
+    # trains through the test (a 300-step job had to, and was cancelled while it compiled) and none can finish
+    # before the cancel (one with 4 steps once had: the resumed sweep rightly reported it completed).
+    later = "+hydra.launcher.additional_parameters.begin=now+1hour"
+    args = ["-m", "hydra/launcher=slurm", "slice=cpu-2x1", "seed=0", *SMALL, later]
+    args.append(f"hydra.sweep.dir={tmp_path / 'sweep'}")
     first = start_rlexp(*args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while not record(tmp_path / "sweep" / "0").get("handle"):
@@ -273,7 +274,7 @@ def test_a_resume_waits_for_a_job_still_queued_and_cancel_ends_it(local_slurm: s
     while "from an earlier submission" not in log.read_text():
         assert time.monotonic() < deadline + 60 and resumed.poll() is None, log.read_text()
         time.sleep(0.2)
-    assert f"rlexp: job 0: Slurm job {handle} from an earlier submission is" in log.read_text()
+    assert f"rlexp: job 0: Slurm job {handle} from an earlier submission is PENDING; waiting for it" in log.read_text()
     done = rlexp("rlexp.jobs", "cancel", str(tmp_path / "sweep"))
     assert done.returncode == 0 and done.stdout.strip() == f"{handle}: cancelled", done.stdout
     assert resumed.wait(timeout=300) != 0
