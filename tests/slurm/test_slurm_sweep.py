@@ -1,7 +1,8 @@
 """Real Slurm: `python -m rlexp -m hydra/launcher=slurm slice=cpu-2x1 experiment=quick 'seed=0,1'` on the one-node
 cluster of scripts/local_slurm.sh, followed through `python -m rlexp.jobs`.
 
-Every job start costs a JAX compilation (about a minute on 2 cores), so one sweep carries most assertions:
+Every job start costs imports, JAX's programs (from the compile cache once a job has run) and an eval: about
+20 s on 2 cores, so one sweep carries most assertions:
 
 - job 0 is requeued (`scontrol requeue`) once its first step is in metrics.jsonl: Slurm sends SIGTERM, both
   processes stop after the same step and checkpoint it, the job leaves no result, runs again and resumes from
