@@ -5,23 +5,9 @@
   (the key-value store and barriers orbax also uses) is reachable only through `jax._src.distributed.global_state`;
   `jax.experimental.multihost_utils` offers only XLA collectives, which met the step's own collectives on another
   process (2 CPU processes, gloo: "collective mismatch" abort in the first step).
-- The persistent compilation cache of a multi-process CPU run: a program's cache key hashes the topology of the
-  devices it runs on, and XLA:CPU's topology describes only the calling process's own devices, so every process
-  keys the same program differently. Only process 0 writes cache entries, so the others never found theirs and
-  compiled every program at every start (a 6-step `slice=cpu-2x1` job on 2 cores: 77 of 77 programs, training
-  40 s instead of 14 s), while process 0 waited for them in its collectives. `share_cpu_cache_keys` keys every
-  process's programs with process 0's topology: the keys process 0 writes, which the others then read.
 """
 
 from __future__ import annotations
-
-from typing import Any
-
-from rlexp.compat import patching
-
-CPU_CACHE_KEYS = "cpu_cache_keys"  # the patch's name (rlexp.compat.patching)
-_TOPOLOGY_KEY = "rlexp/cpu_topology_fingerprint"
-_process_0_fingerprint: list[int] = []  # once per JAX runtime: the coordination service keeps a key for its life
 
 
 def exchange(key: str, value: str, timeout_ms: int) -> list[str]:
@@ -39,40 +25,3 @@ def exchange(key: str, value: str, timeout_ms: int) -> list[str]:
     client.key_value_set(f"{key}/{jax.process_index()}", value)
     client.wait_at_barrier(f"{key}/barrier", timeout_in_ms=timeout_ms)
     return [v for _, v in client.key_value_dir_get(key)]
-
-
-def share_cpu_cache_keys(timeout_ms: int = 300_000) -> bool:
-    """Hash process 0's device topology into every process's compilation cache keys in a multi-process run on CPU
-    (see the module docstring); returns whether it did. For a run with the persistent cache on; needs
-    `jax.distributed.initialize`, and every process calls it (the others wait for process 0's fingerprint)."""
-    import jax
-    from jax._src import cache_key, distributed
-    from jax._src.lib import xla_client
-
-    if jax.process_count() == 1 or any(d.platform != "cpu" for d in jax.devices()):
-        return False
-    target = patching.Target(cache_key, "_hash_accelerator_config", "923575fb3c0bf79a", distribution="jax")
-    off = "run without it: compile_cache.enabled=false"
-    patching.check(CPU_CACHE_KEYS, [target], off, key="compile_cache")  # before the other processes wait
-    if not _process_0_fingerprint:
-        client = distributed.global_state.client
-        if jax.process_index() == 0:
-            fingerprint = xla_client.get_topology_for_devices(jax.local_devices()).fingerprint()
-            client.key_value_set(_TOPOLOGY_KEY, str(fingerprint))
-        else:
-            fingerprint = int(client.blocking_key_value_get(_TOPOLOGY_KEY, timeout_ms))
-        _process_0_fingerprint.append(fingerprint)
-    fingerprint = _process_0_fingerprint[0]
-
-    def layer(jax_hash: Any) -> Any:
-        def _hash_accelerator_config(hash_obj: Any, accelerators: Any) -> None:
-            if all(d.platform == "cpu" for d in accelerators.flat):
-                # what JAX hashes on process 0 (XLA:CPU's topology is the process's, whatever devices are asked)
-                hash_obj.update(fingerprint.to_bytes(8, byteorder="big"))
-            else:
-                jax_hash(hash_obj, accelerators)
-
-        return _hash_accelerator_config
-
-    patching.install(CPU_CACHE_KEYS, [(target, 50, layer)], off, key="compile_cache")
-    return True

@@ -117,9 +117,9 @@ def setup_jax(conf: RlexpConfig) -> None:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
         if jax.process_count() > 1:
-            from rlexp.compat.jax import share_cpu_cache_keys
+            from rlexp.fixes.jax_cache_keys import share_cpu_cache_keys
 
-            share_cpu_cache_keys()  # processes other than 0 hit the entries process 0 writes (rlexp.compat.jax)
+            share_cpu_cache_keys()  # processes other than 0 hit the entries process 0 writes (rlexp.fixes.jax_cache_keys)
     perf.apply(patches)  # rlexp.perf: the speed work on Tunix's code paths, each patch guarded
 
 

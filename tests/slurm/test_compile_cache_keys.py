@@ -1,6 +1,6 @@
 """Real Slurm: both processes of a 2-task step (`srun -n 2`, as a `slice=cpu-2x1` job runs) hit the JAX compile
 cache for what process 0 compiled and cached. Only process 0 writes entries, and XLA:CPU's topology in a cache key is the
-calling process's own (rlexp.compat.jax.share_cpu_cache_keys): without rlexp's fix process 1 missed every
+calling process's own (rlexp.fixes.jax_cache_keys): without rlexp's fix process 1 missed every
 program at every start and compiled it again."""
 
 from __future__ import annotations
