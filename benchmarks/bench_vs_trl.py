@@ -221,11 +221,14 @@ def run_trl(w: Workload, model_dir: Path | None, work: Path, torch_threads: int)
 # --- the TRL side (runs in its own process) ----------------------------------------------------
 def trl_worker(spec: dict) -> None:
     """Train with TRL's GRPOTrainer on the settings in `spec`; write every step's duration."""
+    # first: without the bench extra this fails at once, not after torch and transformers took seconds to import
+    from trl import GRPOConfig, GRPOTrainer
+
+    # isort: split
     import torch
     from datasets import Dataset
     from omegaconf import OmegaConf
     from transformers import AutoTokenizer, Qwen3ForCausalLM, TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
 
     from rlexp.config.schema import DatasetConfig
     from rlexp.data.registry import load_splits
