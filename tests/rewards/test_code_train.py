@@ -23,7 +23,9 @@ def test_reward_code_learns_the_default_task_like_the_builtin_reward(tmp_path) -
     )
     run = tmp_path / "run"
     snippet = f"reward.functions.0.kwargs.snippet='{ARITH_SNIPPET}'"
-    run_rlexp("reward=code", snippet, "logger=none", f"hydra.run.dir={run}", timeout=1200, check=True)
+    # 200 of the default 300 steps: pass@1 gains +0.197, +0.211, +0.215 at seeds 0, 1, 2 (150 steps: +0.139 at seed 0)
+    cut = ["trainer.max_steps=200", "trainer.eval_every=200", "trainer.checkpoint_every=200"]
+    run_rlexp("reward=code", snippet, *cut, "logger=none", f"hydra.run.dir={run}", timeout=1200, check=True)
     summary = json.loads((run / "summary.json").read_text())
     assert summary["eval"]["gain"]["pass_at_1"] >= 0.15, summary["eval"]
     steps = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
