@@ -1,7 +1,6 @@
 # `make run` and `make test` work on a fresh machine: both create .venv/ first when needed.
 # A run installs what a user's run needs; the tests add their extra (pytest, ruff, selenium, and torch for the
-# Hugging Face parity tests). Without torch a run starts ~3 s sooner: tensorboardX, imported by Tunix,
-# imports torch whenever it is installed.
+# Hugging Face parity tests). A run does not import torch even where it is installed (rlexp.compat.tensorboardx).
 PY := .venv/bin/python
 RUN_STAMP := .venv/.installed-run
 TEST_STAMP := .venv/.installed-test
