@@ -3,7 +3,8 @@
 Each process gets what a multi-controller launcher gives its tasks (rlexp.train.distributed reads it):
 the coordinator address and port, the process count and this process's id. The two join one JAX runtime
 (one CPU device each, gloo collectives) and must train exactly what one process trains with the same
-global batch: process 0 alone writes the run files, both write and restore the checkpoints.
+global batch: process 0 alone writes the run files, both write and restore the checkpoints. The tests share one
+such run, with an eval and a checkpoint every step, stopped by SIGTERM after step 2 and resumed to the end.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import signal
 import socket
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -99,60 +101,86 @@ def assert_same_training(run_dir: Path, reference: Path) -> None:
         assert got_eval[when] == pytest.approx(want_eval[when], rel=RTOL, abs=ATOL), when
 
 
+# The shared run's schedule: an eval and a checkpoint after every step. The mid-run eval starts while the rollout
+# thread's collectives may still run; gloo aborted both processes ("collective mismatch") in 6 of 6 such runs
+# before rlexp.train.collectives made the eval wait for them.
+EVERY_STEP = ("trainer.eval_every=1", "trainer.checkpoint_every=1")
+
+
+@dataclass
+class StoppedAndResumed:
+    """One cpu-2x1 run, SIGTERMed after step 2 and rerun to the end: what each half left."""
+
+    run_dir: Path
+    logs: Path
+    stop_codes: list[int]
+    stop_summary: dict
+    stop_checkpoints: list[str]
+    codes: list[int]
+
+
 @pytest.fixture(scope="module")
 def one_process(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The same run in one process with one device (slice=cpu): the same global batch."""
     run_dir = tmp_path_factory.mktemp("one") / "run"
-    done = run_rlexp("slice=cpu", *SHORT, f"hydra.run.dir={run_dir}", timeout=TIMEOUT_S)
+    done = run_rlexp("slice=cpu", *SHORT, *EVERY_STEP, f"hydra.run.dir={run_dir}", timeout=TIMEOUT_S)
     assert done.returncode == 0, done.stderr[-3000:]
     return run_dir
 
 
-def test_two_processes_train_like_one(tmp_path: Path, one_process: Path) -> None:
-    run_dir = tmp_path / "run"
-    codes = wait_all(start_two(run_dir, tmp_path), tmp_path)
-    assert codes == [0, 0], tails(tmp_path)
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["status"] == "completed" and summary["train"]["steps"] == 8
-    assert summary["train"]["processes"] == 2
-    assert sorted(p.name for p in (run_dir / "checkpoints" / "actor").iterdir()) == ["4", "8"]
-    assert_same_training(run_dir, one_process)
-
-
-def test_sigterm_to_both_then_resume(tmp_path: Path, one_process: Path) -> None:
-    """A Slurm requeue or pod eviction: SIGTERM reaches the processes a moment apart; both stop after
-    the same step with one checkpoint, and the rerun finishes with the uninterrupted run's metrics."""
-    run_dir = tmp_path / "run"
-    procs = start_two(run_dir, tmp_path)
+@pytest.fixture(scope="module")
+def stopped_and_resumed(tmp_path_factory: pytest.TempPathFactory) -> StoppedAndResumed:
+    """A Slurm requeue or pod eviction: SIGTERM reaches the processes a moment apart, then the job reruns. Each
+    two-process start compiles every program again on process 1 (JAX writes its compilation cache from process 0
+    only, and on CPU each process's cache key differs), most of a start's time: the tests below share this run."""
+    logs = tmp_path_factory.mktemp("two")
+    run_dir = logs / "run"
+    procs = start_two(run_dir, logs, EVERY_STEP)
     deadline = time.monotonic() + TIMEOUT_S
     while last_step(run_dir) < 2:
-        assert time.monotonic() < deadline and all(p.poll() is None for p in procs), tails(tmp_path)
+        assert time.monotonic() < deadline and all(p.poll() is None for p in procs), tails(logs)
         time.sleep(0.2)
     procs[0].send_signal(signal.SIGTERM)
     time.sleep(0.5)
     procs[1].send_signal(signal.SIGTERM)
-    codes = wait_all(procs, tmp_path)
+    stop_codes = wait_all(procs, logs)
+    stop_summary = json.loads((run_dir / "summary.json").read_text())
+    stop_checkpoints = sorted(p.name for p in (run_dir / "checkpoints" / "actor").iterdir())
+    codes = wait_all(start_two(run_dir, logs, EVERY_STEP), logs)
+    return StoppedAndResumed(run_dir, logs, stop_codes, stop_summary, stop_checkpoints, codes)
+
+
+def test_two_processes_train_like_one(stopped_and_resumed: StoppedAndResumed, one_process: Path) -> None:
+    """Every step trained by two processes (those before the stop and those after the resume) logs what one
+    process logs; both processes write the checkpoints, process 0 alone the run files."""
+    run = stopped_and_resumed
+    assert run.codes == [0, 0], tails(run.logs)
+    summary = json.loads((run.run_dir / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["train"]["steps"] == 8
+    assert summary["train"]["processes"] == 2
+    assert sorted(p.name for p in (run.run_dir / "checkpoints" / "actor").iterdir()) == ["7", "8"]  # keep 2
+    assert_same_training(run.run_dir, one_process)
+
+
+def test_sigterm_to_both_then_resume(stopped_and_resumed: StoppedAndResumed) -> None:
+    """Both stop after the same step with its checkpoint, and the rerun resumes from it and completes."""
+    run = stopped_and_resumed
     # interrupted: a one-line error and 143 on both, the status the JobSet restarts a pod after
-    assert codes == [143, 143], tails(tmp_path)
-    summary = json.loads((run_dir / "summary.json").read_text())
-    stopped = summary["train"]["steps"]
-    assert summary["status"] == "interrupted" and 2 <= stopped < 8, summary["train"]
-    assert str(stopped) in [p.name for p in (run_dir / "checkpoints" / "actor").iterdir()]
-
-    codes = wait_all(start_two(run_dir, tmp_path), tmp_path)
-    assert codes == [0, 0], tails(tmp_path)
-    assert f"resuming {run_dir} from step {stopped}" in (tmp_path / "process1.log").read_text()
-    assert json.loads((run_dir / "summary.json").read_text())["status"] == "completed"
-    assert_same_training(run_dir, one_process)
+    assert run.stop_codes == [143, 143], tails(run.logs)
+    stopped = run.stop_summary["train"]["steps"]
+    assert run.stop_summary["status"] == "interrupted" and 2 <= stopped < 8, run.stop_summary["train"]
+    assert str(stopped) in run.stop_checkpoints
+    assert run.codes == [0, 0], tails(run.logs)
+    assert f"resuming {run.run_dir} from step {stopped}" in (run.logs / "process1.log").read_text()
+    assert json.loads((run.run_dir / "summary.json").read_text())["status"] == "completed"
 
 
-def test_an_eval_and_a_checkpoint_every_step(tmp_path: Path) -> None:
-    """The mid-run eval starts while the rollout thread's collectives may still run; gloo aborted both processes
-    ("collective mismatch") in 6 of 6 such runs before rlexp.train.collectives made the eval wait for them."""
-    run_dir = tmp_path / "run"
-    every_step = ("trainer.max_steps=4", "trainer.eval_every=1", "trainer.checkpoint_every=1")
-    codes = wait_all(start_two(run_dir, tmp_path, every_step), tmp_path)
-    assert codes == [0, 0], tails(tmp_path)
-    evals = json.loads((run_dir / "evals.json").read_text())
-    assert sorted(evals) == ["1", "2", "3", "after", "before"]
-    assert [r["step"] for r in metrics(run_dir)] == list(range(0, 5))
+def test_an_eval_and_a_checkpoint_every_step(stopped_and_resumed: StoppedAndResumed) -> None:
+    """Both processes survive a mid-run eval and a checkpoint after every step, in both halves of the run."""
+    run = stopped_and_resumed
+    assert run.codes == [0, 0], tails(run.logs)
+    evals = json.loads((run.run_dir / "evals.json").read_text())
+    assert sorted(evals) == sorted([*map(str, range(1, 8)), "after", "before"])
+    rows = metrics(run.run_dir)
+    assert [r["step"] for r in rows] == list(range(0, 9))
+    assert all("perf/checkpoint_time_sec" in r for r in rows if r["step"] > 0)
