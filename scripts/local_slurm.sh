@@ -88,7 +88,7 @@ ReturnToService=2
 SlurmctldTimeout=30
 SlurmdTimeout=60
 InactiveLimit=0
-KillWait=30
+KillWait=10  # SIGTERM to SIGKILL: a stopping rlexp job checkpoints in a few seconds
 MinJobAge=300
 Waittime=0
 NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem_mb State=UNKNOWN
