@@ -128,13 +128,10 @@ def train(conf: RlexpConfig, cfg: DictConfig, run_dir: Path | str) -> float:
     collecting = heap.pause()  # the session resumes collection when its set-up is done (rlexp.train.heap)
     session = None
     try:
-        from rlexp.data.registry import load_splits
-
-        raw = load_splits(conf.dataset)  # before JAX and Tunix load: a file the loader refuses fails in a second
         setup_jax(conf)
         from rlexp.train.session import TrainingSession
 
-        session = TrainingSession(conf, cfg, str(conf.output_dir or run_dir), raw)
+        session = TrainingSession(conf, cfg, str(conf.output_dir or run_dir))
         summary = session.execute(collecting)
     except RunError as err:
         stop = getattr(session, "stop", None)  # the session's GracefulStop, once training began

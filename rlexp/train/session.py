@@ -59,9 +59,8 @@ def batches(rows: list[dict[str, Any]], batch_size: int, epochs: int, seed: int,
 
 
 class TrainingSession:
-    def __init__(self, conf: RlexpConfig, cfg: DictConfig, run_dir: str, raw: Any = None) -> None:
-        """`raw`: the dataset's splits as `load_splits` returned them, when the caller loaded them already."""
-        self.conf, self.cfg, self.run_dir, self.raw = conf, cfg, run_dir, raw
+    def __init__(self, conf: RlexpConfig, cfg: DictConfig, run_dir: str) -> None:
+        self.conf, self.cfg, self.run_dir = conf, cfg, run_dir
         self.path = lambda name: storage.join(run_dir, name)  # noqa: E731
         self.collector = MetricsCollector()
         self.reward_error: RlexpError | None = None
@@ -80,8 +79,7 @@ class TrainingSession:
         rundir.check_run_dir(self.conf, self.cfg, self.run_dir)
 
     def _load_data(self, tokenizer: Any) -> None:
-        raw = self.raw if self.raw is not None else load_splits(self.conf.dataset)
-        self.raw = None  # the rendered rows are kept, not the raw ones
+        raw = load_splits(self.conf.dataset)
         check_turn_markers(raw.train, self.conf.data_template, self.conf.chat_template, tokenizer)  # as the preflight
         conf = self.conf
         system = tools_prompt(conf)  # the offered tools, with agent=tools
