@@ -38,6 +38,10 @@ def entry() -> None:
 if __name__ == "__main__":
     from rlexp import cli
 
-    cli.skip_teardown_after_success()
-    entry()
-    cli.mark_succeeded()
+    cli.skip_teardown()
+    try:
+        entry()
+    except SystemExit as stop:  # a decided status (an error line printed, a pod stopped by SIGTERM: 143)
+        cli.mark_exit_status(stop.code)
+        raise
+    cli.mark_exit_status(0)

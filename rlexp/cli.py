@@ -237,25 +237,30 @@ def reader_gone() -> NoReturn:
     sys.exit(141)  # 128 + SIGPIPE, the status a shell reports for a tool stopped by a closed pipe
 
 
-_succeeded = False
+_exit_status: int | None = None  # set once the process's status is decided (`mark_exit_status`)
 
 
-def skip_teardown_after_success() -> None:
-    """Register first thing in a process: once it succeeded (`mark_succeeded`), end it right after the last exit
-    handler instead of tearing the interpreter down. Teardown frees every module, jitted program and array one by
-    one: 1.2 s after a `python -m rlexp` run that has already written everything (benchmarks/README.md). Registered
-    first, the handler runs last, after the other exit handlers (logging's, wandb's, multiprocessing's) and after
-    non-daemon threads were joined; a failed or interrupted process ends the ordinary way."""
+def skip_teardown() -> None:
+    """Register first thing in a process: once its exit status is decided (`mark_exit_status`), end it with that
+    status right after the last exit handler instead of tearing the interpreter down. Registered first, the handler
+    runs last, after the other exit handlers (logging's, wandb's, multiprocessing's, jax.distributed's) and after
+    non-daemon threads were joined; a traceback (a bug) ends the ordinary way.
+
+    Why: teardown frees every module, jitted program and array one by one, 1.2 s after a `python -m rlexp` run
+    that has already written everything (benchmarks/README.md); and Python restores the default action of every
+    signal before it, so a pod's SIGTERM arriving then (its peer stopped the run first, the run's files are
+    written) killed a process that was ending with 143 as one killed by the signal (-15)."""
     atexit.register(_end_now)
 
 
-def mark_succeeded() -> None:
-    global _succeeded
-    _succeeded = True
+def mark_exit_status(code: object) -> None:
+    """The status the process ends with: `sys.exit(code)`'s (None is 0, a message is 1)."""
+    global _exit_status
+    _exit_status = code if isinstance(code, int) else 0 if code is None else 1
 
 
 def _end_now() -> None:
-    if not _succeeded:
+    if _exit_status is None:
         return
     import logging
 
@@ -265,7 +270,7 @@ def _end_now() -> None:
         sys.stderr.flush()
     except OSError:  # a closed pipe: leave the report to the ordinary exit
         return
-    os._exit(0)
+    os._exit(_exit_status)
 
 
 def command(main: Callable[[], int]) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 
@@ -102,34 +104,58 @@ def test_cfg_prints_the_memory_estimate_of_a_tpu_run() -> None:
 
 
 EXIT_PROBE = """
-import atexit, sys
+import atexit, os, signal, sys
 from rlexp import cli
 
-cli.skip_teardown_after_success()
+cli.skip_teardown()
 atexit.register(lambda: open(sys.argv[1] + "/handler", "w").write("ran"))  # a library's exit handler
+signal.signal(signal.SIGTERM, lambda *_: None)  # as rlexp.train.hooks keeps one after training
 
 
-class Finalized:  # stands for what interpreter teardown frees (modules, jitted programs)
-    def __del__(self, _open=open, _path=sys.argv[1] + "/teardown"):  # builtins may be gone by then
+class Finalized:  # stands for what interpreter teardown frees (modules, jitted programs): it takes a while,
+    def __del__(self, _open=open, _path=sys.argv[1] + "/teardown", _kill=os.kill):  # builtins may be gone
         _open(_path, "w").write("ran")
+        _kill(os.getpid(), signal.SIGTERM)  # and a pod's SIGTERM may arrive meanwhile
 
 
 keep = Finalized()
 sys.stdout.write("buffered, no newline")  # stdout is a pipe: block-buffered until the exit flush
 if sys.argv[2] == "ok":
-    cli.mark_succeeded()
+    cli.mark_exit_status(0)
+elif sys.argv[2] == "stopped":
+    cli.mark_exit_status(143)
+    sys.exit(143)
 else:
-    sys.exit(3)
+    raise RuntimeError("a bug")
 """
 
 
-@pytest.mark.parametrize("outcome", ["ok", "fail"])
-def test_success_skips_teardown_after_every_exit_handler(outcome: str, tmp_path) -> None:
+@pytest.mark.parametrize(("outcome", "status"), [("ok", 0), ("stopped", 143), ("bug", -signal.SIGTERM)])
+def test_a_decided_exit_status_skips_teardown_after_every_exit_handler(outcome: str, status: int, tmp_path) -> None:
     out = subprocess.run(
         [sys.executable, "-c", EXIT_PROBE, str(tmp_path), outcome], capture_output=True, text=True, timeout=60
     )
-    assert out.returncode == (0 if outcome == "ok" else 3), out.stderr
+    assert out.returncode == status, out.stderr
     assert out.stdout == "buffered, no newline"
     assert (tmp_path / "handler").read_text() == "ran"  # exit handlers registered later still run
-    # a success ends before teardown; a failure tears down as usual
-    assert (tmp_path / "teardown").exists() == (outcome == "fail")
+    # a decided status ends before teardown; a traceback tears down as usual, where Python has restored every
+    # signal's default action: the SIGTERM kills it, whatever handler the program had
+    assert (tmp_path / "teardown").exists() == (outcome == "bug")
+
+
+def test_a_sigterm_during_teardown_leaves_the_commands_status(tmp_path) -> None:
+    """A refused run ends with its own status when SIGTERM arrives while the interpreter would tear down."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import os, signal\n"
+        "class _Late:\n"
+        "    def __del__(self, _kill=os.kill, _pid=os.getpid()):\n"
+        "        _kill(_pid, signal.SIGTERM)\n"
+        "late = _Late()\n"
+    )
+    out = run_rlexp(
+        "trainer.batch_size=0", f"hydra.run.dir={tmp_path / 'run'}", env={**os.environ, "PYTHONPATH": str(site)}
+    )
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert out.stderr.strip().splitlines()[-1].startswith("rlexp: error: trainer.batch_size=0")
