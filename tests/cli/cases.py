@@ -133,6 +133,24 @@ RLEXP = [
         1,
         "returned float 1.0, not a list of one number per completion",
     ),
+    *(  # a user reward that raises or returns no list: the function, its line or what it returned
+        _c(
+            f"rlexp reward=python reward.functions.0.kwargs.function={{files}}/rewards.py:{fn} logger=none {RUN}",
+            1,
+            says,
+        )
+        for fn, says in [
+            ("boom", "ValueError: no score for this (rewards.py line 8, in boom)"),
+            ("nothing", "returned NoneType None, not a list of one number per completion"),
+            ("as_dict", "returned dict {'score': 1.0}, not a list of one number per completion"),
+        ]
+    ),
+    _c(
+        "rlexp reward=python reward.functions.0.kwargs.function={files}/rewards.py:forever "
+        f"reward.functions.0.kwargs.timeout_s=1 logger=none {RUN}",
+        1,
+        "timed out after 1s (reward kwargs.timeout_s)",
+    ),
     _c(
         f"rlexp reward=python reward.functions.0.kwargs.function={{files}}/unparsable.py:f {RUN}",
         2,
@@ -182,6 +200,12 @@ RLEXP = [
         "hydra.sweep.dir={tmp}/sweep",
         2,
         "hydra.sweeper.n_trials=0",
+        check="no_sweep_json",
+    ),
+    _c(
+        "rlexp -m hydra/launcher=slurm hydra.launcher.timeout_min=-5 hydra.sweep.dir={tmp}/sweep",
+        2,
+        "hydra.launcher.timeout_min=-5: use the job's time limit in minutes, > 0",
         check="no_sweep_json",
     ),
     _c("rlexp -m sweep.resume=true hydra.sweep.dir={tmp}/nosweep", 2, "sweep.resume=True", check="no_sweep_json"),

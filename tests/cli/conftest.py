@@ -37,6 +37,10 @@ def bad_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "def as_text(prompts, completions, **fields):\n    return ['high'] * len(completions)\n"
         "def huge(prompts, completions, **fields):\n    return [1e30] * len(completions)\n"
         "def scalar(prompts, completions, **fields):\n    return 1.0\n"
+        "def boom(prompts, completions, **fields):\n    raise ValueError('no score for this')\n"
+        "def nothing(prompts, completions, **fields):\n    return None\n"
+        "def as_dict(prompts, completions, **fields):\n    return {'score': 1.0}\n"
+        "def forever(prompts, completions, **fields):\n    import time\n    time.sleep(3600)\n"
     )
     (d / "unparsable.py").write_text("def f(:\n")
     for name, data in (("badlauncher", b'{"launcher": "gke", "handle": '), ("binlauncher", b"\x89PNG\r\n\x1a\n\x00")):
