@@ -135,13 +135,30 @@ def in_eval() -> bool:
     return False
 
 
-def sigterm_at_progress(*args: str, step_line: str) -> tuple[int, str]:
-    """Start `python -m rlexp <args>`, send SIGTERM once its stderr shows `step_line` (off a terminal, progress is
-    a line per 10 % of the run), as an eviction would; (exit status, the rest of stderr)."""
-    proc = start_rlexp(*args, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+def sigterm_at_progress(*args: str, step_line: str, env: Mapping[str, str] | None = None) -> tuple[int, str]:
+    """Start `python -m rlexp <args>` (in `env`), send SIGTERM once its stderr shows `step_line` (off a terminal,
+    progress is a line per 10 % of the run), as an eviction would; (exit status, the rest of stderr)."""
+    proc = start_rlexp(*args, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     for line in proc.stderr:
         if line.startswith(step_line):
             proc.send_signal(signal.SIGTERM)
             break
     rest = proc.stderr.read()
     return proc.wait(timeout=300), rest
+
+
+# An object that sends its own process SIGTERM when interpreter teardown frees it.
+_LATE_SIGTERM = """import os, signal
+class _Late:
+    def __del__(self, _kill=os.kill, _pid=os.getpid()):
+        _kill(_pid, signal.SIGTERM)
+late = _Late()
+"""
+
+
+def sigterm_in_teardown(folder: Path, **extra: str) -> dict[str, str]:
+    """os.environ (plus `extra`) for a process that receives SIGTERM while the interpreter would tear down, as a
+    pod whose peer stopped the run first gets its own SIGTERM late: a sitecustomize in `folder` arranges it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sitecustomize.py").write_text(_LATE_SIGTERM)
+    return {**os.environ, **extra, "PYTHONPATH": str(folder)}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -10,7 +9,7 @@ import sys
 import pytest
 import yaml
 
-from tests.helpers import REPO, run_rlexp
+from tests.helpers import REPO, run_rlexp, sigterm_in_teardown
 
 PROBE = """
 import runpy, sys
@@ -145,17 +144,7 @@ def test_a_decided_exit_status_skips_teardown_after_every_exit_handler(outcome: 
 
 def test_a_sigterm_during_teardown_leaves_the_commands_status(tmp_path) -> None:
     """A refused run ends with its own status when SIGTERM arrives while the interpreter would tear down."""
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(
-        "import os, signal\n"
-        "class _Late:\n"
-        "    def __del__(self, _kill=os.kill, _pid=os.getpid()):\n"
-        "        _kill(_pid, signal.SIGTERM)\n"
-        "late = _Late()\n"
-    )
-    out = run_rlexp(
-        "trainer.batch_size=0", f"hydra.run.dir={tmp_path / 'run'}", env={**os.environ, "PYTHONPATH": str(site)}
-    )
+    env = sigterm_in_teardown(tmp_path / "site")
+    out = run_rlexp("trainer.batch_size=0", f"hydra.run.dir={tmp_path / 'run'}", env=env)
     assert out.returncode == 2, out.stderr[-2000:]
     assert out.stderr.strip().splitlines()[-1].startswith("rlexp: error: trainer.batch_size=0")

@@ -13,7 +13,7 @@ import pytest
 
 from rlexp.launch.jobset_checks import SCHEMA_PATH
 from rlexp.train.distributed import initialize
-from tests.helpers import REPO
+from tests.helpers import REPO, SHORT, sigterm_at_progress, sigterm_in_teardown
 
 
 def test_pathways_pod_initialises_pathwaysutils(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -52,3 +52,15 @@ def test_a_pod_stopped_by_sigterm_exits_with_a_status_the_jobset_restarts() -> N
     from rlexp.train.run import POD_STOPPED_EXIT
 
     assert POD_STOPPED_EXIT == 143 and POD_STOPPED_EXIT in RESTART_EXIT_CODES
+
+
+@pytest.mark.slow
+def test_the_pods_command_stopped_by_sigterm_exits_143_even_if_a_sigterm_arrives_as_it_ends(tmp_path: Path) -> None:
+    """The pod's `python -m rlexp`, evicted mid-run: a checkpoint, one line, 143. A second SIGTERM during interpreter
+    teardown (in a JobSet, the pod's own when a peer stopped the run first) must not turn 143 into death by signal."""
+    env = sigterm_in_teardown(tmp_path / "site", RLEXP_IN_CLUSTER="gke")
+    run_dir = tmp_path / "run"
+    code, rest = sigterm_at_progress(*SHORT, f"hydra.run.dir={run_dir}", step_line="rlexp: step 2/8", env=env)
+    assert code == 143, rest[-2000:]
+    assert rest.strip().splitlines()[-1].startswith(f"rlexp: error: {run_dir}: interrupted at step")
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "interrupted"
