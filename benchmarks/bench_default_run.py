@@ -24,6 +24,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import machine  # noqa: E402  (benchmarks/machine.py: the CPU and the load the figures hold for)
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -72,6 +75,8 @@ def main() -> int:
     ap.add_argument("overrides", nargs="*", help="config overrides for every run (default: none, the user's command)")
     args = ap.parse_args()
     overrides = args.overrides
+    print(machine.header())
+    watch = machine.LoadWatch()
     with tempfile.TemporaryDirectory(prefix="bench_default_run-") as tmp:
         tmp = Path(tmp)
         sides = {"current": ROOT}
@@ -113,6 +118,7 @@ def main() -> int:
             ratio = f"  ratio wall {med['baseline']['wall_s'] / med['current']['wall_s']:.3f}"
             ratio += f", CPU {med['baseline']['cpu_s'] / med['current']['cpu_s']:.3f}"
         print(f"{kind}: " + "; ".join(parts) + ratio)
+    print(watch.report())
     return 0
 
 

@@ -17,6 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import machine  # noqa: E402  (benchmarks/machine.py: the CPU and the load the figures hold for)
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -66,6 +69,8 @@ def main() -> int:
     ap.add_argument("--model", default="gemma4_e4b")
     ap.add_argument("--slice", default="v6e-32")
     a = ap.parse_args()
+    print(machine.header())
+    watch = machine.LoadWatch()
     small = max(1, a.jobs // 10)  # cost per job at a tenth of the size: linear if about the same
     dt_small, n_small = run(small, a.model, a.slice)
     dt, written = run(a.jobs, a.model, a.slice)
@@ -73,6 +78,7 @@ def main() -> int:
     print(
         f"{written} JobSets rendered and validated in {dt:.2f}s: {written / dt:.0f} jobs/s ({dt / written * 1e3:.1f} ms/job)"
     )
+    print(watch.report())
     return 0 if written == a.jobs else 1
 
 

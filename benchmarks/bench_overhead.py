@@ -19,6 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import machine  # noqa: E402  (benchmarks/machine.py: the CPU and the load the figures hold for)
+
 REPO = Path(__file__).resolve().parent.parent
 WARMUP_STEPS = 5
 
@@ -147,6 +150,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--default-run", action="store_true")
     args = ap.parse_args()
+    print(machine.header())
+    watch = machine.LoadWatch()
     plain, ours = [], []
     for r in range(args.rounds):
         order = [("plain", plain_step_times), ("rlexp", rlexp_step_times)]
@@ -156,6 +161,7 @@ def main() -> None:
             print(f"round {r + 1}: {name:<5} median step {med * 1000:.1f} ms")
     ratio = statistics.median(ours) / statistics.median(plain)
     print(f"step-time ratio rlexp/plain = {ratio:.3f} (goal <= 1.03)")
+    print(watch.report())
     if args.default_run:
         default_run()
 

@@ -12,13 +12,13 @@ per step and per run. `--dry` prints the two commands and exits.
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import machine  # noqa: E402  (the CPU and the load the figures hold for)
 from bench_default_run import ROOT, run_once  # noqa: E402
 
 # the completion's leading integer against the row's answer, like reward=arith's first term
@@ -33,7 +33,7 @@ SIDES = {
 
 
 def cpu_info() -> str:
-    """`model name` and `flags` of the first CPU in /proc/cpuinfo (the platform's name elsewhere)."""
+    """The CPU, the load before the runs, and the first CPU's `flags` in /proc/cpuinfo."""
     info: dict[str, str] = {}
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -41,7 +41,7 @@ def cpu_info() -> str:
             info.setdefault(key.strip(), value.strip())
     except OSError:
         pass
-    return f"CPU: {info.get('model name', platform.processor())}\nflags: {info.get('flags', '?')}"
+    return f"{machine.header()}\nflags: {info.get('flags', '?')}"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -59,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{side}: python -m rlexp {' '.join(over + args.overrides)}")
     if args.dry:
         return 0
+    watch = machine.LoadWatch()
     results: dict[str, list[dict[str, float]]] = {s: [] for s in SIDES}
     with tempfile.TemporaryDirectory(prefix="rlexp-bench-sandbox-") as tmp:
         cache = Path(tmp) / "cache"
@@ -75,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     wall = med["sandbox"]["wall_s"] - med["in_process"]["wall_s"]
     print(f"median step: in-process {med['in_process']['step_ms']:.1f} ms, sandbox {med['sandbox']['step_ms']:.1f} ms")
     print(f"sandbox cost: {step:+.1f} ms per step, {wall:+.2f} s per run (process wall)")
+    print(f"ratio sandbox/in-process step: {med['sandbox']['step_ms'] / med['in_process']['step_ms']:.2f}")
+    print(watch.report())
     return 0
 
 

@@ -35,6 +35,9 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import machine  # noqa: E402  (benchmarks/machine.py: the CPU and the load the figures hold for)
+
 ROOT = Path(__file__).resolve().parent.parent
 COMMAND = ["-m", "rlexp", "-m", "model=gemma4_e4b", "slice=v6e-32", "hydra.launcher.dry_run=true"]
 
@@ -103,6 +106,8 @@ def main() -> int:
     ap.add_argument("--workdir", help="filesystem to run in (default: the system's temporary directory)")
     ap.add_argument("--no-baseline", action="store_true", help="skip the 100-job run with Hydra's basic sweeper")
     a = ap.parse_args()
+    print(machine.header())
+    watch = machine.LoadWatch()
     times: dict[int, list[Timing]] = {n: [] for n in a.sizes}
     for r in range(a.rounds):
         for n in a.sizes if r % 2 == 0 else reversed(a.sizes):
@@ -143,6 +148,7 @@ def main() -> int:
             f"rlexp's sweeper: {wall[100]:.2f} s wall, {fastest['user'][100]:.2f} s user "
             f"({hydra.wall / wall[100]:.1f}x wall)"
         )
+    print(watch.report())
     return 0
 
 

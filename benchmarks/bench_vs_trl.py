@@ -68,6 +68,9 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import machine  # noqa: E402  (benchmarks/machine.py: the CPU and the load the figures hold for)
+
 REPO = Path(__file__).resolve().parent.parent
 BUILTIN_TINY = REPO / "rlexp" / "models" / "builtin" / "tiny"
 
@@ -415,8 +418,10 @@ def main() -> None:
     )
     args = ap.parse_args()
     load = os.getloadavg()[0]
+    watch = machine.LoadWatch(load)
     threads = args.torch_threads or "default"
-    print(f"load average {load:.1f} on {os.cpu_count()} cores; torch threads: {threads}; precision: {args.precision}")
+    print(machine.header())
+    print(f"torch threads: {threads}; precision: {args.precision}")
     if load > (os.cpu_count() or 1) and not args.torch_threads:
         print("note: the machine is oversubscribed; torch's spinning OpenMP threads slow TRL down: see --torch-threads")
     names = ("default", "compute") if args.workload == "both" else (args.workload,)
@@ -428,6 +433,7 @@ def main() -> None:
             all_results[name] = (w, bench(w, args.rounds, Path(tmp), args.torch_threads))
         for w, results in all_results.values():
             report(w, results)
+    print(watch.report())
 
 
 if __name__ == "__main__":
