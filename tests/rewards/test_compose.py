@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from rlexp.config.schema import RewardConfig, RewardFnConfig

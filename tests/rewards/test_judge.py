@@ -80,7 +80,7 @@ def test_faults_are_counted_never_crash(faults, mode: str, rpc: float, invalid: 
 
 @pytest.mark.parametrize("mode", ["huge", "billion"])
 def test_a_score_out_of_range_is_an_invalid_response_unless_clipping_is_declared(faults, mode: str) -> None:  # noqa: ANN001
-    """"Score: 1e9" and "Score: 1000000000" are no top scores: invalid, counted, errored (the sample leaves its
+    """Scores "1e9" and "1000000000" are no top scores: invalid, counted, errored (the sample leaves its
     group); `clip: true` declares the clipping and scores them 1."""
     out, m = _score(_judge_set(faults.url(mode)))
     assert out == [0.0] * 4  # errored: the group's mean of no valid value
@@ -117,9 +117,10 @@ def test_a_retry_after_beyond_the_budget_is_an_error_at_once(faults) -> None:  #
     out, m = _score(rs)
     faults.busy = 0
     assert time.monotonic() - t0 < 5.0 and m["rewards/judge/rpc_error_ratio"] == 1.0
-    assert m["rewards/judge/errors"] == 4 and "Retry-After 120 s, beyond max_retry_after_s=5" in rs.stats.last_error[
-        "judge"
-    ]
+    assert (
+        m["rewards/judge/errors"] == 4
+        and "Retry-After 120 s, beyond max_retry_after_s=5" in rs.stats.last_error["judge"]
+    )
 
 
 def test_api_key_is_sent_never_kept(faults, monkeypatch) -> None:  # noqa: ANN001
