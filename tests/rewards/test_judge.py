@@ -346,3 +346,38 @@ def test_training_against_an_unreachable_judge_stops_before_any_weights(tmp_path
         "start its server or fix the URL (rlexp validate dry-runs it)"
     ]
     assert not (run / "checkpoints").exists() and not (run / "summary.json").exists()
+
+
+@pytest.mark.slow
+def test_a_judge_answering_1e9_trains_on_errors_never_top_scores_and_the_evals_count_apart(
+    faults,  # noqa: ANN001
+    tmp_path: Path,
+) -> None:
+    """`rlexp reward=judge` against a judge answering "Score: 1e9": every value is an invalid response (counted,
+    null in samples.jsonl with its text), never 1; the evals' judge calls go to eval keys, not the step's; the
+    cost estimate counts them and the actual tokens match the endpoint's usage exactly."""
+    import yaml
+
+    run = tmp_path / "run"
+    over = ["reward=judge", f"{J}.base_url={faults.url('huge')}", f"{J}.model=m", "reward.max_error_ratio=1.0",
+            "trainer.max_steps=2", "trainer.eval_every=1", "trainer.checkpoint_every=2", "trainer.eval_prompts=4",
+            "trainer.eval_samples=1", "logger=none"]  # fmt: skip
+    proc = _rlexp(over, run)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    t = yaml.safe_load((run / "config.yaml").read_text())["trainer"]
+    per_step, per_eval = t["batch_size"] * t["num_generations"], 4 * (t["eval_passes"] + 1)
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    train = [r for r in rows if "rewards/judge/judge_calls" in r]
+    assert len(train) == 2
+    for r in train:  # the step's own calls: the eval at step 1 is not added in
+        assert r["rewards/judge/judge_calls"] == per_step == r["rewards/judge/invalid"] == r["rewards/judge/errors"]
+        assert r["rewards/judge/mean"] == 0.0  # errored samples leave their groups: never the top score 1
+    evals = [r for r in rows if "eval/rewards/judge/judge_calls" in r]
+    assert [r["eval/rewards/judge/judge_calls"] for r in evals] == [per_eval] * 3  # before, step 1, after
+    assert all(r["eval/rewards/judge/invalid"] == per_eval and r["eval/pass_at_1"] == 0.0 for r in evals)
+    samples = [json.loads(x) for x in (run / "samples.jsonl").read_text().splitlines()]
+    assert samples and all(s["reward"] is None and s["rewards"] == {"judge": None} for s in samples)
+    assert "score 1e9 is not a finite number in [-1, 1]" in samples[0]["errors"]["judge"]
+    cost = json.loads((run / "summary.json").read_text())["cost"]
+    assert cost["estimate"]["judge_eval_calls"] == 3 * per_eval
+    assert cost["actual"]["judge_tokens"] == 13 * (2 * per_step + 3 * per_eval)  # the server's usage: 13 a call
