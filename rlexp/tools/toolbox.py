@@ -91,7 +91,7 @@ class ToolBox:
                 count[0] += 1
                 count[1] += failed
                 if failed:
-                    self.last_error[name] = text
+                    self.last_error[name] = text.removeprefix("error: ")
         return text, failed
 
     def drain(self) -> dict[str, list[int]]:
@@ -100,13 +100,13 @@ class ToolBox:
             out, self.counts = self.counts, {}
         return out
 
-    def over_budget(self, budget: float, what: str = "a training step's") -> RunError | None:
+    def over_budget(self, budget: float, what: str = "a training step") -> RunError | None:
         """The error stopping the run when a tool failed on more than `budget` of its calls since the last drain
         (budget 1.0: on all of them), else None; drains the counts."""
         for name, (calls, failed) in sorted(self.drain().items()):
             if calls and (failed == calls if budget >= 1 else failed > budget * calls):
                 return RunError(
-                    f"agent.tool_error_budget={budget:g}: tool {name} failed on {failed} of {what} {calls} calls "
+                    f"agent.tool_error_budget={budget:g}: tool {name} failed {failed} of its {calls} calls in {what} "
                     f"(last error: {self.last_error.get(name, '?')}); fix agent.tools' {name} entry (its kwargs) or "
                     "raise the budget"
                 )
