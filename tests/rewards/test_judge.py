@@ -381,3 +381,15 @@ def test_a_judge_answering_1e9_trains_on_errors_never_top_scores_and_the_evals_c
     cost = json.loads((run / "summary.json").read_text())["cost"]
     assert cost["estimate"]["judge_eval_calls"] == 3 * per_eval
     assert cost["actual"]["judge_tokens"] == 13 * (2 * per_step + 3 * per_eval)  # the server's usage: 13 a call
+
+
+def test_the_default_regex_reads_the_whole_number() -> None:
+    """The default answer_regex stops at "1" of "1e9": the score is still the whole number, so invalid."""
+    import re
+
+    from rlexp.rewards.judge import DEFAULT_REGEX
+
+    rx = re.compile(DEFAULT_REGEX)
+    assert _to_score("Score: 1e9", rx, "number", None, None, 1.0, 0.0) is None
+    assert _to_score("Score: 1e9", rx, "number", None, None, 1.0, 0.0, clip=True) == 1.0
+    assert _to_score("Score: 0.5.", rx, "number", None, None, 1.0, 0.0) == 0.5
