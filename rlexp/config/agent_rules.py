@@ -71,6 +71,8 @@ def check_agent(cfg: RlexpConfig) -> None:
         raise ConfigError("agent.max_tool_tokens", a.max_tool_tokens, "use 1 or more")
     if not a.tool_timeout_s > 0:
         raise ConfigError("agent.tool_timeout_s", a.tool_timeout_s, "use a positive number of seconds")
+    if not 0 < a.tool_error_budget <= 1:
+        raise ConfigError("agent.tool_error_budget", a.tool_error_budget, "use the share of a step's calls in (0, 1]")
     if a.answer_pattern is not None:
         try:
             re.compile(a.answer_pattern)

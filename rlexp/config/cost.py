@@ -12,7 +12,9 @@ The step time comes from the first of:
 actual (summary.json, after the run): the run's wall-clock seconds x billed chips.
 LLM judges (`reward=judge`) with `kwargs.price_per_million_tokens` add their tokens: estimated per step as
 (the template's text / CHARS_PER_TOKEN + the prompt and completion it quotes + the judge's max_tokens) x
-samples x completions per step; the actual cost counts the tokens the endpoint reported (`usage`).
+samples x completions per step, plus its eval calls (`judge_eval_calls`: every eval scores each prompt's strategy
+passes and temperature-1 samples with every reward); the actual cost counts the tokens the endpoint reported
+(`usage`), evals included.
 
 Billed chips: every chip of the slice (trainer and rollout) times `slice.num_slices`; GPUs per node x nodes.
 Prices: `PRICE_PER_CHIP_HOUR` (public on-demand list prices) unless `cost.price_per_chip_hour` is set. Pure Python.
@@ -180,8 +182,22 @@ def judges(cfg: RlexpConfig) -> list[tuple[str, dict[str, Any]]]:
     return [(f.name or f.fn, dict(f.kwargs)) for f in cfg.reward.functions if f.fn == "judge"]
 
 
+def judge_eval_calls(cfg: RlexpConfig, kwargs: dict[str, Any]) -> int:
+    """Planned calls one judge answers in the run's evals: before, at each eval_every step short of max_steps (as
+    the step hook runs them) and after; each eval scores eval_passes + eval_samples completions per prompt."""
+    t = cfg.trainer
+    evals = 2 + ((t.max_steps - 1) // t.eval_every if t.eval_every else 0)
+    return evals * t.eval_prompts * (t.eval_passes + t.eval_samples) * int(kwargs.get("samples", 1))
+
+
 def judge_tokens_per_step(cfg: RlexpConfig, kwargs: dict[str, Any]) -> int:
     """Planned tokens (prompt + answer) one judge spends in one training step."""
+    t = cfg.trainer
+    return _judge_call_tokens(cfg, kwargs) * int(kwargs.get("samples", 1)) * t.batch_size * t.num_generations
+
+
+def _judge_call_tokens(cfg: RlexpConfig, kwargs: dict[str, Any]) -> int:
+    """Planned tokens (prompt + answer) of one judge call."""
     from rlexp.config.judge import DEFAULT_TEMPLATE, placeholders
 
     t = cfg.trainer
@@ -191,8 +207,7 @@ def judge_tokens_per_step(cfg: RlexpConfig, kwargs: dict[str, Any]) -> int:
         t.max_completion_tokens * cfg.cost.completion_fill * fields.count("response")
     )
     refs = REFERENCE_TOKENS * sum(f.startswith("references.") for f in fields)
-    per_call = len(template) // CHARS_PER_TOKEN + quoted + refs + int(kwargs.get("max_tokens", 256))
-    return per_call * int(kwargs.get("samples", 1)) * t.batch_size * t.num_generations
+    return len(template) // CHARS_PER_TOKEN + quoted + refs + int(kwargs.get("max_tokens", 256))
 
 
 def _judge_cost(cfg: RlexpConfig, tokens: dict[str, int]) -> dict[str, Any]:
@@ -259,8 +274,15 @@ def estimate_cost(cfg: RlexpConfig) -> dict[str, Any]:
         "price_source": price_source,
         "cost_usd": _money(chip_hours, usd),
     }
-    planned = {name: judge_tokens_per_step(cfg, kw) * t.max_steps for name, kw in judges(cfg)}
-    return _with_judge(out, cfg, planned)
+    planned = {
+        name: judge_tokens_per_step(cfg, kw) * t.max_steps + _judge_call_tokens(cfg, kw) * judge_eval_calls(cfg, kw)
+        for name, kw in judges(cfg)
+    }
+    out = _with_judge(out, cfg, planned)
+    if judges(cfg):  # of judge_tokens, what the evals' calls take
+        out["judge_eval_calls"] = sum(judge_eval_calls(cfg, kw) for _, kw in judges(cfg))
+        out["judge_eval_tokens"] = sum(_judge_call_tokens(cfg, kw) * judge_eval_calls(cfg, kw) for _, kw in judges(cfg))
+    return out
 
 
 def actual_cost(cfg: RlexpConfig, wall_seconds: float, judge_tokens: dict[str, int] | None = None) -> dict[str, Any]:

@@ -304,6 +304,8 @@ class AgentConfig:
     max_turn_tokens: int | None = None  # tokens one model turn may generate; null: trainer.max_completion_tokens
     max_tool_tokens: int = 32  # a tool's output is cut to this many tokens
     tool_timeout_s: float = 5.0  # a tool call taking longer is an error message to the model
+    # a training step whose calls of one tool fail more than this share stops the run (1.0: when all of them fail)
+    tool_error_budget: float = 1.0
     answer_pattern: str | None = None  # a turn matching this regex ends the episode, tool calls or not
     describe_tools: bool = True  # the prompt's system message offers the tools' schemas in tool_format's convention
 

@@ -47,6 +47,9 @@ class RewardStats:
     clipped: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     calls: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     latency: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))  # seconds per call
+    raised: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # values of calls that raised
+    # per reward, each value since the drain in call order: (value, None), or (None, error text) when errored
+    rows: dict[str, list[tuple[float | None, str | None]]] = field(default_factory=lambda: defaultdict(list))
     last_error: dict[str, str] = field(default_factory=dict)  # kept across drains: the newest failure
 
     def drain(self) -> dict[str, float]:
@@ -61,7 +64,7 @@ class RewardStats:
             out[f"rewards/{name}/non_finite"] = float(self.non_finite[name])
             out[f"rewards/{name}/out_of_range"] = float(self.out_of_range[name])
             out[f"rewards/{name}/clip_ratio"] = self.clipped[name] / self.calls[name] if self.calls[name] else 0.0
-            out[f"rewards/{name}/rpc_error_ratio"] = self.errors[name] / self.calls[name] if self.calls[name] else 0.0
+            out[f"rewards/{name}/rpc_error_ratio"] = self.raised[name] / self.calls[name] if self.calls[name] else 0.0
             out[f"rewards/{name}/invalid_ratio"] = self.non_finite[name] / self.calls[name] if self.calls[name] else 0.0
             lat = sorted(self.latency[name])
             if lat:
@@ -75,14 +78,20 @@ class RewardStats:
             self.clipped,
             self.calls,
             self.latency,
+            self.raised,
+            self.rows,
         ):
             counts.clear()
         return out
 
     def error_ratio(self) -> float:
         calls = sum(self.calls.values())
-        bad = sum(self.errors.values()) + sum(self.non_finite.values()) + sum(self.out_of_range.values())
-        return bad / calls if calls else 0.0
+        return sum(self.errors.values()) / calls if calls else 0.0
+
+    def errored(self, name: str, n: int, text: str) -> None:
+        """Count n errored values of reward `name`, each with its error text."""
+        self.errors[name] += n
+        self.rows[name] += [(None, text)] * n
 
 
 def _within(v: float, lo: float, hi: float) -> bool:
@@ -125,8 +134,9 @@ def scored(
                 raise ValueError(f"returned {len(raw)} values for {n} completions")
         except Exception as err:  # noqa: BLE001 - any failure of user reward code is an errored call
             stats.latency[name].append(time.monotonic() - t0)
-            stats.errors[name] += n
+            stats.raised[name] += n
             stats.last_error[name] = f"{type(err).__name__}: {err}"[:500]
+            stats.errored(name, n, stats.last_error[name])
             return [math.nan] * n
         stats.latency[name].append(time.monotonic() - t0)
         item_error = getattr(fn, "last_error", None)
@@ -135,13 +145,17 @@ def scored(
             fn.last_error = None  # type: ignore[attr-defined]
         out = []
         for row, v in enumerate(raw):
+            # a NaN or None: the reward's own newest error (the judge's, the sandbox's) says why, where it has one
+            why = str(item_error)[:500] if item_error else f"row {row}: returned {v!r:.60}"
             try:
                 v = float(v) if v is not None else math.nan
             except (TypeError, ValueError):
-                stats.last_error[name] = f"row {row}: returned {type(v).__name__} {v!r:.60} where a number belongs"
+                why = f"row {row}: returned {type(v).__name__} {v!r:.60} where a number belongs"
+                stats.last_error[name] = why
                 v = math.nan
             if not math.isfinite(v):
                 stats.non_finite[name] += 1
+                stats.errored(name, 1, why)
                 out.append(math.nan)
                 continue
             if bounds is not None and not _within(v, bounds[1], bounds[2]):
@@ -149,12 +163,14 @@ def scored(
                 stats.last_error[name] = (
                     f"row {row}: returned {v:g}, outside {bounds[0]}=[{bounds[1]:g}, {bounds[2]:g}]"
                 )
+                stats.errored(name, 1, stats.last_error[name])
                 out.append(math.nan)
                 continue
             if clip and not -1.0 <= v <= 1.0:
                 stats.clipped[name] += 1
                 v = max(-1.0, min(1.0, v))
             stats.values[name].append(v)
+            stats.rows[name].append((v, None))
             out.append(v)
         return out
 

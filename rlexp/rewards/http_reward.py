@@ -6,7 +6,9 @@ Protocol (served by `python -m rlexp.serve_reward` for local testing):
 
 Completions go in batches of `batch_size`, at most `max_concurrency` requests at a time.
 A timeout, a connection error, a 429 or a 5xx is retried `retries` times with exponential
-backoff (`backoff_s`, doubling, capped at `max_backoff_s`); what still fails, a 4xx, or a
+backoff (`backoff_s`, doubling, capped at `max_backoff_s`); a 429 or 503 with a `Retry-After` header (seconds or
+an HTTP date) waits that long instead when it is longer, and one asking for more than `max_retry_after_s` ends the
+retries at once (`next_wait`, shared with the judge); what still fails, a 4xx, or a
 malformed answer scores NaN for each item of the batch, which the reward set counts as an
 errored invocation. The auth header's value is read from the environment variable named by
 `auth_env` at call time and is never stored in configs or logs. Training hands the batch fields
@@ -16,6 +18,8 @@ any other array-like, into plain JSON values before anything else looks at them.
 
 from __future__ import annotations
 
+import datetime
+import email.utils
 import json
 import math
 import os
@@ -31,6 +35,7 @@ from rlexp.errors import ConfigError, RunError
 from rlexp.rewards.registry import RewardFn, register
 
 _RETRYABLE = {429, 500, 502, 503, 504}
+RETRY_AFTER = {429, 503}  # the statuses whose Retry-After header is honoured (RFC 9110 15.5.20, 15.6.4)
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
@@ -80,6 +85,35 @@ def _column(value: Any, n: int) -> list[Any]:
     return values
 
 
+def retry_after_s(value: str | None) -> float | None:
+    """Seconds a `Retry-After` header asks to wait (delay-seconds or an HTTP date), or None when absent or
+    unreadable (the backoff then applies)."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.UTC)
+    return max(0.0, (when - datetime.datetime.now(datetime.UTC)).total_seconds())
+
+
+def next_wait(status: int, header: str | None, backoff: float, limit: float) -> tuple[float | None, str]:
+    """(seconds to wait before retrying, reason) after a retryable status: the backoff, or longer where a 429 or a
+    503 says `Retry-After`; None when the server asks for more than `limit` seconds (max_retry_after_s): beyond
+    the retry budget, the call is an error."""
+    asked = retry_after_s(header) if status in RETRY_AFTER else None
+    if asked is None:
+        return backoff, f"HTTP {status}"
+    if asked > limit:
+        return None, f"HTTP {status} with Retry-After {asked:g} s, beyond max_retry_after_s={limit:g}"
+    return max(backoff, asked), f"HTTP {status} (Retry-After {asked:g} s)"
+
+
 def _check_seconds(key: str, **seconds: Any) -> None:
     """The waits are finite numbers of seconds; a negative `timeout_s` would be urllib's traceback mid-run."""
     for name, value in seconds.items():
@@ -89,7 +123,7 @@ def _check_seconds(key: str, **seconds: Any) -> None:
 
 
 def _check(key: str, kwargs: dict[str, Any]) -> None:
-    names = ("timeout_s", "backoff_s", "max_backoff_s")
+    names = ("timeout_s", "backoff_s", "max_backoff_s", "max_retry_after_s")
     _check_seconds(key, **{k: kwargs[k] for k in names if k in kwargs})
 
 
@@ -132,13 +166,15 @@ def http_reward(
     max_backoff_s: float = 8.0,
     max_concurrency: int = 8,
     batch_size: int = 16,
+    max_retry_after_s: float = 60.0,
 ) -> RewardFn:
     """A reward computed by POSTing batches of {prompt, completion, answer, id} to `url`."""
     if urlparse(url).scheme not in ("http", "https"):
         raise ConfigError("reward.functions[].kwargs.url", url, "use an http:// or https:// URL")
     if auth_env and auth_env not in os.environ:
         raise ConfigError("reward.functions[].kwargs.auth_env", auth_env, "set this environment variable")
-    _check_seconds("reward.functions[].kwargs", timeout_s=timeout_s, backoff_s=backoff_s, max_backoff_s=max_backoff_s)
+    _check_seconds("reward.functions[].kwargs", timeout_s=timeout_s, backoff_s=backoff_s, max_backoff_s=max_backoff_s,
+                   max_retry_after_s=max_retry_after_s)  # fmt: skip
     if max_concurrency < 1 or batch_size < 1 or retries < 0:
         raise ConfigError("reward.functions[].kwargs", "http", "max_concurrency, batch_size >= 1 and retries >= 0")
     handlers = [urllib.request.ProxyHandler({})] if urlparse(url).hostname in _LOOPBACK else []
@@ -151,18 +187,24 @@ def http_reward(
         headers = {"Content-Type": "application/json"}
         if auth_env:
             headers[auth_header] = f"{auth_scheme} {os.environ[auth_env]}".strip()
-        reason = "no attempt"
+        reason, wait = "no attempt", None
         for attempt in range(retries + 1):
+            backoff = min(max_backoff_s, backoff_s * 2**attempt)  # before the next attempt
             if attempt:
                 counters.add("retries")
-                time.sleep(min(max_backoff_s, backoff_s * 2 ** (attempt - 1)))
+                time.sleep(wait)
             counters.add("requests")
+            wait = backoff
             try:
                 with opener.open(urllib.request.Request(url, body, headers), timeout=timeout_s) as resp:
                     raw = resp.read()
             except urllib.error.HTTPError as err:
                 reason = f"HTTP {err.code} {err.reason}"
                 if err.code in _RETRYABLE:
+                    wait, why = next_wait(err.code, err.headers.get("Retry-After"), backoff, max_retry_after_s)
+                    if wait is None:
+                        reason = why
+                        break
                     continue
                 break  # 4xx: the request is wrong, repeating it will not help
             except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as err:

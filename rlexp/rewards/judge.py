@@ -6,13 +6,17 @@ service speaking `POST <base_url>/chat/completions`. Per completion the judge pr
 `{system_instruction}` and `{references.<column>}` (a column of the data row, e.g. `answer`) filled
 in; `{{` and `}}` are literal braces. The judge is asked `samples` times and the scores averaged.
 From each answer `answer_regex` takes the last match (group 1 when the pattern has a group); then
-`scorer: number` reads it as a number (mapped from `score_range` onto [0, 1] when given) clipped to
-[-1, 1], and `scorer: exact_match` scores `correct_value` when it equals `match` (case-insensitive,
-stripped), else `wrong_value`.
+`scorer: number` reads it as a number, the whole number the text has there ("1e9" is 1e9, never the 1 a
+regex stopped at), which must lie in the declared range, `score_range` (then mapped onto [0, 1]) or else
+[-1, 1]: one outside it is an invalid response, unless `clip: true` declares clipping it into the range.
+`scorer: exact_match` scores `correct_value` when it equals `match` (case-insensitive, stripped), else
+`wrong_value`.
 
 A timeout, a refused connection, a 429 or a 5xx is retried `retries` times with exponential backoff
-(`backoff_s`, doubling, capped at `max_backoff_s`); what still fails, or a 4xx, is an RPC error. An
-answer that is not a chat completion, or whose text the regex cannot parse, is an invalid response.
+(`backoff_s`, doubling, capped at `max_backoff_s`); a 429 or 503 with `Retry-After` (seconds or an HTTP date)
+waits that long when it is longer, and one asking for more than `max_retry_after_s` is an RPC error at once;
+what still fails, or a 4xx, is an RPC error. An answer that is not a chat completion, whose text the regex
+cannot parse, or whose score is not a finite number in range is an invalid response.
 A completion none of whose samples scored is NaN: the reward set counts it as an errored invocation
 and scores it 0. The API key is read from the environment variable `api_key_env` at each call and
 is never stored, logged or written. `drain_metrics()` reports, per step, the judge's token usage
@@ -37,6 +41,8 @@ from rlexp.errors import ConfigError, RunError
 from rlexp.rewards.registry import RewardFn, register
 
 DEFAULT_REGEX = r"(?i)score\s*[:=]\s*(-?\d+(?:\.\d+)?)"
+# what may continue a number past a regex's match: more digits, a fraction, an exponent
+_NUMBER_TAIL = re.compile(r"\d*(?:\.\d+)?(?:[eE][+-]?\d+)?")
 SCORERS = ("number", "exact_match")
 _FIELDS = ("prompt", "response", "system_instruction")
 _RETRYABLE = {429, 500, 502, 503, 504}
@@ -78,6 +84,9 @@ def check_kwargs(key: str, kw: dict[str, Any]) -> None:
     _number(key, kw, "retries", 3, lo=0, integer=True)
     _number(key, kw, "backoff_s", 0.5, lo=0.0)
     _number(key, kw, "max_backoff_s", 8.0, lo=0.0)
+    _number(key, kw, "max_retry_after_s", 60.0, lo=0.0)
+    if not isinstance(kw.get("clip", False), bool):
+        raise ConfigError(f"{key}.clip", kw.get("clip"), "use true (clip scores into the range) or false")
     _number(key, kw, "max_concurrency", 8, lo=1, integer=True)
     _number(key, kw, "max_tokens", 256, lo=1, integer=True)
     _number(key, kw, "temperature", 0.0, lo=0.0, hi=2.0)
@@ -133,6 +142,8 @@ class _Meter:
             out = {
                 "judge_calls": float(self.calls),
                 "judge_retries": float(self.retries),
+                "judge_rpc_errors": float(self.rpc_errors),
+                "invalid": float(self.invalid),  # answers that are no chat completion, or carry no score in range
                 "judge_prompt_tokens": float(self.tokens["prompt_tokens"]),
                 "judge_completion_tokens": float(self.tokens["completion_tokens"]),
                 "judge_tokens": float(sum(self.tokens.values())),
@@ -147,27 +158,36 @@ class _Meter:
 
 
 def _to_score(text: str, pattern: re.Pattern[str], scorer: str, match: str | None, rng: Any,
-              correct: float, wrong: float) -> float | None:  # fmt: skip
-    """The score of one judge answer, or None when it cannot be parsed."""
+              correct: float, wrong: float, clip: bool = False) -> float | None:  # fmt: skip
+    """The score of one judge answer, or None when it is an invalid response (`_read_score`)."""
+    return _read_score(text, pattern, scorer, match, rng, correct, wrong, clip)[0]
+
+
+def _read_score(text: str, pattern: re.Pattern[str], scorer: str, match: str | None, rng: Any,
+                correct: float, wrong: float, clip: bool = False) -> tuple[float | None, str]:  # fmt: skip
+    """(score, why it is None): None when the regex finds nothing, or the number is not finite or lies outside
+    the declared range (`score_range`, else [-1, 1]) and `clip` is off."""
     found = list(pattern.finditer(text))
     if not found:
-        return None
+        return None, f"answer {text[:80]!r} does not match answer_regex"
     last = found[-1]
-    value = last.group(1) if pattern.groups else last.group(0)
+    group = 1 if pattern.groups else 0
+    value = last.group(group)
     if value is None:
-        return None
+        return None, f"answer {text[:80]!r} does not match answer_regex"
     if scorer == "exact_match":
-        return correct if value.strip().casefold() == str(match).strip().casefold() else wrong
+        return (correct if value.strip().casefold() == str(match).strip().casefold() else wrong), ""
+    # the whole number: a regex that stops at "1" of "1e9" or "1.5" must not make a score of it
+    value += _NUMBER_TAIL.match(text, last.end(group)).group(0)
     try:
         x = float(value)
     except ValueError:
-        return None
-    if not math.isfinite(x):
-        return None
-    if rng is not None:
-        lo, hi = float(rng[0]), float(rng[1])
-        x = (x - lo) / (hi - lo)
-    return max(-1.0, min(1.0, x))
+        return None, f"score {value[:40]!r} of answer {text[:80]!r} is not a number"
+    lo, hi = (float(rng[0]), float(rng[1])) if rng is not None else (-1.0, 1.0)
+    if not math.isfinite(x) or (not clip and not lo <= x <= hi):
+        return None, f"score {value[:40]} is not a finite number in [{lo:g}, {hi:g}] (clip: true clips into it)"
+    x = max(lo, min(hi, x))
+    return ((x - lo) / (hi - lo) if rng is not None else x), ""
 
 
 def probe(key: str, kw: dict[str, Any]) -> None:
@@ -211,13 +231,15 @@ def judge_reward(
     max_backoff_s: float = 8.0,
     max_concurrency: int = 8,
     price_per_million_tokens: float | None = None,
+    clip: bool = False,
+    max_retry_after_s: float = 60.0,
 ) -> RewardFn:
     """A reward asked of an LLM judge: the mean parsed score of `samples` chat completions per item."""
     import httpx
 
-    from rlexp.rewards.http_reward import _column
+    from rlexp.rewards.http_reward import _column, next_wait
 
-    kw = {k: v for k, v in locals().items() if k not in ("httpx", "_column")}
+    kw = {k: v for k, v in locals().items() if k not in ("httpx", "_column", "next_wait")}
     check_kwargs("reward.functions[].kwargs", kw)
     pattern = re.compile(answer_regex)
     columns = reference_columns(prompt_template)
@@ -236,20 +258,26 @@ def judge_reward(
         ]
         body = {"model": model, "messages": messages, "temperature": temperature, "max_tokens": max_tokens}
         headers = {"Authorization": f"Bearer {os.environ[api_key_env]}"} if api_key_env else {}
-        reason = "no attempt"
+        reason, wait = "no attempt", 0.0
         t0 = time.monotonic()
         for attempt in range(retries + 1):
+            backoff = min(max_backoff_s, backoff_s * 2**attempt)  # before the next attempt
             if attempt:
                 with meter.lock:
                     meter.retries += 1
-                time.sleep(min(max_backoff_s, backoff_s * 2 ** (attempt - 1)))
+                time.sleep(wait)
+            wait = backoff
             try:
                 resp = client.post(url, json=body, headers=headers)
             except httpx.TransportError as err:  # refused, reset, timed out
                 reason = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
                 continue
             if resp.status_code in _RETRYABLE:
-                reason = f"HTTP {resp.status_code}"
+                after = resp.headers.get("Retry-After")
+                asked, reason = next_wait(resp.status_code, after, backoff, max_retry_after_s)
+                if asked is None:
+                    break
+                wait = asked
                 continue
             if resp.status_code != 200:
                 reason = f"HTTP {resp.status_code}: {resp.text[:200]!r}"
@@ -289,8 +317,7 @@ def judge_reward(
                 raise TypeError
         except (KeyError, IndexError, TypeError):
             return None, f"no choices[0].message.content in {str(payload)[:80]!r}"
-        score = _to_score(content, pattern, scorer, match, score_range, correct_value, wrong_value)
-        return score, f"answer {content[:80]!r} does not match answer_regex"
+        return _read_score(content, pattern, scorer, match, score_range, correct_value, wrong_value, clip)
 
     def judge(prompts: Any, completions: Any, **fields: Any) -> list[float]:
         n = len(completions)

@@ -1,5 +1,8 @@
 """`ToolBox` runs a turn's calls: a tool that raises, times out, is unknown or answers something other than text
-yields an error message to the model and a counted error, never a crash."""
+yields an error message to the model and a counted error, never a crash. Per configured tool it also counts the
+calls and failures since the last `drain()`; `over_budget` names a tool that failed on more than
+`agent.tool_error_budget` of them (at 1.0, on every one), with its newest error: a tool broken by its config
+(a calculator given an unknown keyword) stops the run instead of training the model to stop calling it."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 import rlexp.tools.builtin  # noqa: F401  (registers calculator, add, python, http)
-from rlexp.errors import ConfigError
+from rlexp.errors import ConfigError, RunError
 from rlexp.tools.registry import Tool, registered
 
 
@@ -69,6 +72,8 @@ class ToolBox:
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="rlexp-tool")
         self._lock = threading.Lock()
         self.calls = self.errors = 0
+        self.counts: dict[str, list[int]] = {}  # per configured tool since the drain: [calls, failures]
+        self.last_error: dict[str, str] = {}  # per tool, its newest error text
 
     def specs(self) -> list[dict[str, Any]]:
         """The offered tools as chat templates' `tools` list (OpenAI function schema)."""
@@ -79,10 +84,33 @@ class ToolBox:
         with self._lock:
             self.calls += 1
         text, failed = self._run(name, arguments)
-        if failed:
-            with self._lock:
-                self.errors += 1
+        with self._lock:
+            self.errors += failed
+            if name in self.tools:  # a name the model made up is its own fault, not the tool's
+                count = self.counts.setdefault(name, [0, 0])
+                count[0] += 1
+                count[1] += failed
+                if failed:
+                    self.last_error[name] = text.removeprefix("error: ")
         return text, failed
+
+    def drain(self) -> dict[str, list[int]]:
+        """Per tool, [calls, failures] since the last drain."""
+        with self._lock:
+            out, self.counts = self.counts, {}
+        return out
+
+    def over_budget(self, budget: float, what: str = "a training step") -> RunError | None:
+        """The error stopping the run when a tool failed on more than `budget` of its calls since the last drain
+        (budget 1.0: on all of them), else None; drains the counts."""
+        for name, (calls, failed) in sorted(self.drain().items()):
+            if calls and (failed == calls if budget >= 1 else failed > budget * calls):
+                return RunError(
+                    f"agent.tool_error_budget={budget:g}: tool {name} failed {failed} of its {calls} calls in {what} "
+                    f"(last error: {self.last_error.get(name, '?')}); fix agent.tools' {name} entry (its kwargs) or "
+                    "raise the budget"
+                )
+        return None
 
     def _run(self, name: str, arguments: Any) -> tuple[str, bool]:
         if name not in self.tools:

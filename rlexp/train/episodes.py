@@ -88,6 +88,12 @@ class EpisodeRunner:
         self.call_stop = self._single(self.format.call_end, self.stop_id)  # harmony: <|call|> ends a turn with calls
         self.stop_ids = sorted({self.stop_id, self.call_stop, self._single("<|return|>", self.stop_id)})
         self.last: Episodes | None = None
+        self.failure: Exception | None = None  # a tool over agent.tool_error_budget (`check_tools`)
+
+    def check_tools(self) -> None:
+        """After a training step's episodes: a tool over `agent.tool_error_budget` sets `failure`, which the
+        session's metric_fn hands to the step hook (the run stops there, with a checkpoint)."""
+        self.failure = self.failure or self.tools.over_budget(self.cfg.agent.tool_error_budget)
 
     def _single(self, marker: str, default: int) -> int:
         ids = self.encode(marker)
@@ -232,7 +238,9 @@ def install(learner: Any, runner: EpisodeRunner) -> None:
                 for f, v in saved.items():
                     setattr(base, f, v)
 
+        runner.tools.drain()  # the eval's calls are not this step's
         ep = runner.run(list(prompts), turn, dataclasses.replace(base))
+        runner.check_tools()
         return RolloutOutput(text=ep.final, logits=None, tokens=ep.tokens, left_padded_prompt_tokens=ep.prompt_tokens,
                              logprobs=None)  # fmt: skip
 

@@ -12,7 +12,10 @@ every engine (Tunix's vanilla sampler and vLLM). Correct means the first reward 
 `reward.correct_threshold` (unweighted); the mean reward combines all of them as training does. Rewards are
 scored through training's accounting (`rlexp.rewards.compose.scored`): a raise, a non-finite value or one outside
 the declared range is an errored value (NaN, never right), a warning names the share, and more than
-`reward.max_error_ratio` of them stops the run in one line as a training step would.
+`reward.max_error_ratio` of them stops the run in one line as a training step would, before any accuracy is
+reported. The eval's reward accounting is its own: its values' statistics and a remote reward's calls, tokens and
+latency (the judge's `drain_metrics()`) come back under the eval's keys (`rewards/<name>/...` in the result,
+`eval/rewards/<name>/...` in metrics.jsonl), never in the next training step's.
 """
 
 from __future__ import annotations
@@ -90,15 +93,22 @@ class Scorer:
         # no format reward: formatted = an answer the extractor finds, or a bare number
         return extract_answer(completion) is not None or as_number(completion.strip()) is not None
 
-    def check_errors(self) -> None:
-        """After an eval: over `reward.max_error_ratio` errored values stop the run in one line; fewer are said."""
+    def check_errors(self) -> dict[str, float]:
+        """After an eval: over `reward.max_error_ratio` errored values stop the run in one line; fewer are said.
+        Returns the eval's reward metrics (module docstring), drained from the stats and the rewards' own meters."""
         ratio = check_budget(self.stats, self.max_error_ratio, "eval's reward values")
         if ratio:
             last = "; ".join(f"{k}: {v}" for k, v in sorted(self.stats.last_error.items())) or "none"
             log.warning(
                 "eval: %.0f%% of the reward values errored and count as wrong (last error: %s)", ratio * 100, last
             )
-        self.stats.drain()
+        out = self.stats.drain()
+        out["rewards/error_ratio"] = ratio
+        for r in self.rewards.rewards:  # the judge's eval calls: here, not in the next step's metrics
+            own = getattr(r.raw, "drain_metrics", None)
+            if callable(own):
+                out.update({f"rewards/{r.name}/{k}": v for k, v in own().items()})
+        return out
 
     def score(self, rows: list[dict[str, Any]], completions: list[str]) -> tuple[list[Scored], list[float]]:
         """Per completion: its flags, and its combined reward (NaN when a reward errored)."""
@@ -170,7 +180,7 @@ def evaluate(
             from rlexp.train.episodes import merged_stats
 
             result.update({k.replace("agent/", "agent_"): v for k, v in merged_stats(parts).items()})
-        scorer.check_errors()
+        result.update(scorer.check_errors())
         return result
     finally:
         if own:

@@ -29,7 +29,7 @@ from rlexp.config.values import EVAL_METRICS
 from rlexp.data.registry import load_splits
 from rlexp.data.templates import check_turn_markers, render_splits
 from rlexp.errors import ConfigError, RlexpError, RunError
-from rlexp.rewards.compose import build_rewards
+from rlexp.rewards.compose import RewardErrorBudgetExceeded, build_rewards
 from rlexp.rewards.registry import probe_services
 from rlexp.tools.toolbox import tools_prompt
 from rlexp.tracking.process import DEFAULT_FACTORY, TrackerProcess
@@ -146,28 +146,36 @@ class TrainingSession:
         step = self.cluster.global_steps + 1
         g = self.conf.trainer.num_generations
         out = group_stats(rewards, g) if g > 1 else {"rewards/std": float(np.std(rewards))}  # PPO: no groups
-        per_sample = {k: list(v) for k, v in self.rewards.stats.values.items()}
+        per_sample = {k: list(v) for k, v in self.rewards.stats.rows.items()}  # (value, error) per completion
         try:
             out.update(self.rewards.step_metrics())
         except RlexpError as err:  # acted on by the step hook, after this step's checkpoint
             self.reward_error = err
+        if self.episodes is not None and self.episodes.failure is not None:  # a tool over agent.tool_error_budget
+            self.reward_error = self.reward_error or self.episodes.failure
         if step == 1 or step % self.conf.trainer.samples_every == 0:
             self._write_samples(step, prompts, completions, rewards, fields, per_sample)
         return {rlexp_metric_key(k): (v, np.mean) for k, v in out.items()}
 
     def _write_samples(self, step, prompts, completions, rewards, fields, per_sample) -> None:  # noqa: ANN001
+        """samples.jsonl rows; a completion whose reward errored has `reward: null`, the errored rewards null
+        under `rewards` and their error text under `errors` (its training value, its group's mean, is no score)."""
         n = len(completions)
+        columns = {k: v for k, v in per_sample.items() if len(v) == n}
         rows = []
         for i in range(n):
+            errors = {k: v[i][1] for k, v in columns.items() if v[i][1] is not None}
             row = {
                 "step": step,
                 "id": str(fields["id"][i]) if "id" in fields else str(i),
                 "prompt": str(prompts[i]),
                 "completion": completions[i],
                 "answer": str(fields["answer"][i]) if "answer" in fields else None,
-                "reward": float(rewards[i]),
-                "rewards": {k: v[i] for k, v in per_sample.items() if len(v) == n},
+                "reward": None if errors else float(rewards[i]),
+                "rewards": {k: v[i][0] for k, v in columns.items()},
             }
+            if errors:
+                row["errors"] = errors
             if self.episodes is not None and self.episodes.last is not None:  # the whole conversation
                 row["conversation"] = self.episodes.last.conversations[i]
             rows.append(to_json_line(row))
@@ -206,9 +214,15 @@ class TrainingSession:
         settle()  # multi-process CPU: nothing dispatched before may still run collectives (rlexp.train.collectives)
         with contextlib.nullcontext() if in_actor_update else mesh:
             rollout_config = self.cluster.cluster_config.rollout_config
-            result = evaluate(
-                self.cluster, self.eval_rows, self.conf, rollout_config, self.scorer, episodes=self.episodes
-            )
+            try:
+                result = evaluate(
+                    self.cluster, self.eval_rows, self.conf, rollout_config, self.scorer, episodes=self.episodes
+                )
+            except RewardErrorBudgetExceeded as err:
+                if not in_actor_update:
+                    raise
+                self.reward_error = err  # the step hook stops the run with a restorable checkpoint
+                return {}
         took = time.perf_counter() - start
         if in_actor_update:  # between two steps: not the next step's time (rlexp.train.stepclock)
             self.clock.set_aside(took)
@@ -360,7 +374,10 @@ class TrainingSession:
         if self._bar is not None:
             self._bar.close()
         if status == "completed":
-            self.run_eval(steps, "after")
+            try:
+                self.run_eval(steps, "after")
+            except RewardErrorBudgetExceeded as err:  # no accuracy from an eval over the budget: summary says why
+                status, stop_cause = "failed", err
         self.flush_metrics(10**9)
         self.metrics.close(), self.samples.close()
         summary = self._summary(status, steps, time.perf_counter() - started)

@@ -4,7 +4,8 @@
 and MLP outputs are zero, so each next token depends on the current token only; its embeddings and lm_head
 are set so greedy decoding after any prompt spells `answer` and stops: a real model behind a real
 OpenAI-compatible server, with a known verdict. `FaultServer` answers chat completions the ways endpoints
-fail: slowly, with non-JSON, without choices, or with an answer no regex parses.
+fail: slowly, with non-JSON, without choices, with an answer no regex parses, with scores out of range, or busy
+(429 or 503 with `Retry-After` for its next `busy` requests; `busy/http` answers reward=http's protocol).
 """
 
 from __future__ import annotations
@@ -132,6 +133,8 @@ class FaultServer:
 
     def __init__(self, slow_s: float = 2.0) -> None:
         self.requests: list[dict] = []
+        self.busy, self.busy_status, self.retry_after = 0, 429, "1"  # busy mode: refusals left, status, header
+        self.lock = threading.Lock()
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -144,8 +147,22 @@ class FaultServer:
                 mode = self.path.strip("/").split("/")[0]
                 if mode == "slow":
                     time.sleep(slow_s)
+                if mode == "busy":
+                    with owner.lock:
+                        refuse, owner.busy = owner.busy > 0, owner.busy - 1
+                    if refuse:
+                        self.send_response(owner.busy_status)
+                        self.send_header("Retry-After", owner.retry_after)
+                        self.send_header("Content-Length", "0")
+                        self.end_headers()
+                        return
                 payload = {
+                    "busy/http": json.dumps({"rewards": [1.0] * len(body.get("items", []))}),  # reward=http's answer
+                }.get(self.path.strip("/")) or {
                     "ok": json.dumps(_completion("Reasoning... Score: 0.2 then finally Score: 0.5")),
+                    "busy": json.dumps(_completion("Score: 1")),
+                    "huge": json.dumps(_completion("Score: 1e9")),
+                    "billion": json.dumps(_completion("Score: 1000000000")),
                     "slow": json.dumps(_completion("Score: 1")),
                     "garbage": "<html>502 upstream</html>",
                     "nochoices": json.dumps({"object": "chat.completion", "choices": []}),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from rlexp.config.schema import RewardConfig, RewardFnConfig
@@ -137,3 +139,24 @@ def test_a_value_outside_the_declared_range_is_an_errored_value_naming_row_and_r
     assert rs.stats.last_error["test_one_huge"] == "row 1: returned 1e+30, outside reward.functions[0].range=[-1, 1]"
     m = rs.step_metrics()
     assert m["rewards/test_one_huge/out_of_range"] == 1.0 and m["rewards/error_ratio"] == 0.25
+
+
+def test_every_errored_value_counts_under_errors_with_its_text_per_row() -> None:
+    """A NaN (the sandbox's, a judge's), an out-of-range value and a raise all count under `errors`; each row keeps
+    its value or its error text (samples.jsonl's null)."""
+    from rlexp.rewards.compose import RewardStats, scored
+
+    stats = RewardStats()
+
+    def nan_first(prompts, completions, **_):  # noqa: ANN001, ANN202
+        nan_first.last_error = "sandbox: bwrap failed"
+        return [math.nan, 0.5, 7.0]
+
+    fn = scored("code", nan_first, stats, bounds=("reward.functions[0].range", 0.0, 1.0))
+    fn(["p"] * 3, ["c"] * 3)
+    assert stats.rows["code"][0] == (None, "sandbox: bwrap failed") and stats.rows["code"][1] == (0.5, None)
+    assert stats.rows["code"][2][0] is None and "outside reward.functions[0].range" in stats.rows["code"][2][1]
+    m = stats.drain()
+    assert m["rewards/code/errors"] == 2 and m["rewards/code/non_finite"] == 1 and m["rewards/code/out_of_range"] == 1
+    assert m["rewards/code/rpc_error_ratio"] == 0.0  # nothing raised
+    assert not stats.rows

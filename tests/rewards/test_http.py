@@ -138,3 +138,34 @@ def test_json_value_turns_array_likes_into_plain_values() -> None:
     assert value == {"a": [[1, 2]], "b": [0.5, "x"], "3": True}
     assert json.dumps(value) == '{"a": [[1, 2]], "b": [0.5, "x"], "3": true}'
     assert type(value["b"][0]) is float and json_value(None) is None
+
+
+@pytest.mark.parametrize(("status", "after", "waits"), [(429, "1", True), (503, "1", True), (429, "120", False)])
+def test_retry_after_is_honoured_within_the_budget(status: int, after: str, waits: bool) -> None:
+    """A 429 or 503 with Retry-After is waited out (1 s, not the 20 ms backoff) and the batch then scores; one
+    asking for more than max_retry_after_s errors the batch at once, and `errors` counts it."""
+    from tests.rewards.judge_servers import FaultServer
+
+    server = FaultServer()
+    server.busy, server.busy_status, server.retry_after = 2, status, after
+    rs = _http_set(server.url("busy").replace("/v1", "/http"), max_error_ratio=1.0, batch_size=2,
+                   max_retry_after_s=5.0)  # fmt: skip
+    try:
+        t0 = time.monotonic()
+        out = rs.fns[0](["p"] * 4, ["1"] * 4, answer=["1"] * 4)
+        took = time.monotonic() - t0
+        m = rs.step_metrics()
+    finally:
+        rs.close()
+        server.shutdown()
+    if waits:
+        assert out == [1.0] * 4 and took >= 0.9 and m["rewards/remote/errors"] == 0
+        assert rs.rewards[0].raw.counters["retries"] == 2
+    else:
+        assert took < 5.0 and m["rewards/remote/errors"] == 4  # both batches refused, neither retried
+        assert "Retry-After 120 s, beyond max_retry_after_s=5" in rs.stats.last_error["remote"]
+
+
+def test_a_negative_max_retry_after_is_refused() -> None:
+    with pytest.raises(ConfigError, match="max_retry_after_s"):
+        _http_set("http://127.0.0.1:9/", max_retry_after_s=-1.0)

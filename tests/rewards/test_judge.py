@@ -78,6 +78,51 @@ def test_faults_are_counted_never_crash(faults, mode: str, rpc: float, invalid: 
         assert m["rewards/judge/judge_retries"] == 4  # retries=1 per call
 
 
+@pytest.mark.parametrize("mode", ["huge", "billion"])
+def test_a_score_out_of_range_is_an_invalid_response_unless_clipping_is_declared(faults, mode: str) -> None:  # noqa: ANN001
+    """Scores "1e9" and "1000000000" are no top scores: invalid, counted, errored (the sample leaves its
+    group); `clip: true` declares the clipping and scores them 1."""
+    out, m = _score(_judge_set(faults.url(mode)))
+    assert out == [0.0] * 4  # errored: the group's mean of no valid value
+    assert m["rewards/judge/invalid"] == 4 and m["rewards/judge/invalid_ratio"] == 1.0
+    assert m["rewards/judge/errors"] == 4 and m["rewards/error_ratio"] == 1.0
+    rs = _judge_set(faults.url(mode))
+    _score(rs)
+    assert "is not a finite number in [-1, 1]" in rs.stats.last_error["judge"]
+    clipped, m = _score(_judge_set(faults.url(mode), clip=True))
+    assert clipped == [1.0] * 4 and m["rewards/judge/invalid"] == 0 and m["rewards/judge/errors"] == 0
+
+
+@pytest.mark.parametrize(("status", "header"), [(429, "1"), (503, "HTTP-DATE")])
+def test_busy_judge_is_waited_for_as_retry_after_says(faults, status: int, header: str) -> None:  # noqa: ANN001
+    """429 and 503 with Retry-After (seconds or an HTTP date) wait that long, not the 10 ms backoff; the calls
+    then score."""
+    import email.utils
+    import time
+
+    faults.busy, faults.busy_status = 4, status  # every first attempt of the 4 calls is refused
+    faults.retry_after = email.utils.formatdate(time.time() + 2, usegmt=True) if header == "HTTP-DATE" else header
+    t0 = time.monotonic()
+    out, m = _score(_judge_set(faults.url("busy"), retries=2, max_concurrency=4))
+    assert out == [1.0] * 4 and m["rewards/judge/rpc_error_ratio"] == 0.0 and m["rewards/judge/judge_retries"] == 4
+    assert time.monotonic() - t0 >= 0.9  # the server's second, not the backoff's 10 ms
+
+
+def test_a_retry_after_beyond_the_budget_is_an_error_at_once(faults) -> None:  # noqa: ANN001
+    import time
+
+    faults.busy, faults.busy_status, faults.retry_after = 4, 429, "120"
+    rs = _judge_set(faults.url("busy"), retries=3, max_retry_after_s=5.0)
+    t0 = time.monotonic()
+    out, m = _score(rs)
+    faults.busy = 0
+    assert time.monotonic() - t0 < 5.0 and m["rewards/judge/rpc_error_ratio"] == 1.0
+    assert (
+        m["rewards/judge/errors"] == 4
+        and "Retry-After 120 s, beyond max_retry_after_s=5" in rs.stats.last_error["judge"]
+    )
+
+
 def test_api_key_is_sent_never_kept(faults, monkeypatch) -> None:  # noqa: ANN001
     monkeypatch.setenv("RLEXP_TEST_JUDGE_KEY", SECRET)
     rs = _judge_set(faults.url("unparsable"), api_key_env="RLEXP_TEST_JUDGE_KEY")
@@ -93,8 +138,14 @@ def test_api_key_is_sent_never_kept(faults, monkeypatch) -> None:  # noqa: ANN00
     [
         ("Score: 0.7", "number", {}, 0.7),
         ("Score: 7 ... final Score: 9", "number", {"rng": [1, 10]}, 8 / 9),
-        ("Score: 3", "number", {}, 1.0),  # clipped
-        ("Score: -4", "number", {}, -1.0),
+        ("Score: 3", "number", {"clip": True}, 1.0),  # clipping declared
+        ("Score: -4", "number", {"clip": True}, -1.0),
+        ("Score: 3", "number", {}, None),  # outside [-1, 1]: invalid, never a top score
+        ("Score: 1e9", "number", {}, None),  # the whole number, not the "1" a regex stopped at
+        ("Score: 1000000000", "number", {"rng": [1, 10]}, None),
+        ("Score: 1000000000", "number", {"rng": [1, 10], "clip": True}, 1.0),
+        ("Score: 0.5e1", "number", {"rng": [0, 10]}, 0.5),
+        ("Score: inf", "number", {"clip": True}, None),
         ("no verdict", "number", {}, None),
         ("Verdict: CORRECT", "exact_match", {"match": "correct"}, 1.0),
         ("Verdict: wrong", "exact_match", {"match": "correct"}, -0.5),
@@ -104,7 +155,7 @@ def test_parse_and_score(text: str, scorer: str, extra: dict, want: float | None
     import re
 
     rx = re.compile(r"(?:Score|Verdict):\s*(\S+)")
-    got = _to_score(text, rx, scorer, extra.get("match"), extra.get("rng"), 1.0, -0.5)
+    got = _to_score(text, rx, scorer, extra.get("match"), extra.get("rng"), 1.0, -0.5, extra.get("clip", False))
     assert got == (None if want is None else pytest.approx(want))
 
 
@@ -122,6 +173,9 @@ J = "reward.functions.0.kwargs"
         ([f"{J}.model=m", f"{J}.prompt_template='rate {{response}} by {{rubric}}'"],
          "rlexp: error: reward.functions[0].kwargs.prompt_template='{rubric}': unknown placeholder"),
         ([f"{J}.model=m", f"{J}.samples=0"], "rlexp: error: reward.functions[0].kwargs.samples=0: use an integer in [1, 32]"),
+        ([f"{J}.model=m", f"{J}.clip=sometimes"], "rlexp: error: reward.functions[0].kwargs.clip='sometimes': use true"),
+        ([f"{J}.model=m", f"{J}.max_retry_after_s=-1"],
+         "rlexp: error: reward.functions[0].kwargs.max_retry_after_s=-1: use a number in [0.0, inf)"),
         ([f"{J}.model=m", f"{J}.samples=33"], "kwargs.samples=33: use an integer in [1, 32]"),
         ([f"{J}.model=m", f"{J}.timeout_s=0"], "kwargs.timeout_s=0: use a number in (0.0, inf)"),
         ([f"{J}.model=m", f"{J}.api_key_env=RLEXP_UNSET_JUDGE_KEY"], "kwargs.api_key_env='RLEXP_UNSET_JUDGE_KEY': export"),
@@ -292,3 +346,50 @@ def test_training_against_an_unreachable_judge_stops_before_any_weights(tmp_path
         "start its server or fix the URL (rlexp validate dry-runs it)"
     ]
     assert not (run / "checkpoints").exists() and not (run / "summary.json").exists()
+
+
+@pytest.mark.slow
+def test_a_judge_answering_1e9_trains_on_errors_never_top_scores_and_the_evals_count_apart(
+    faults,  # noqa: ANN001
+    tmp_path: Path,
+) -> None:
+    """`rlexp reward=judge` against a judge answering "Score: 1e9": every value is an invalid response (counted,
+    null in samples.jsonl with its text), never 1; the evals' judge calls go to eval keys, not the step's; the
+    cost estimate counts them and the actual tokens match the endpoint's usage exactly."""
+    import yaml
+
+    run = tmp_path / "run"
+    over = ["reward=judge", f"{J}.base_url={faults.url('huge')}", f"{J}.model=m", "reward.max_error_ratio=1.0",
+            "trainer.max_steps=2", "trainer.eval_every=1", "trainer.checkpoint_every=2", "trainer.eval_prompts=4",
+            "trainer.eval_samples=1", "logger=none"]  # fmt: skip
+    proc = _rlexp(over, run)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    t = yaml.safe_load((run / "config.yaml").read_text())["trainer"]
+    per_step, per_eval = t["batch_size"] * t["num_generations"], 4 * (t["eval_passes"] + 1)
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    train = [r for r in rows if "rewards/judge/judge_calls" in r]
+    assert len(train) == 2
+    for r in train:  # the step's own calls: the eval at step 1 is not added in
+        assert r["rewards/judge/judge_calls"] == per_step == r["rewards/judge/invalid"] == r["rewards/judge/errors"]
+        assert r["rewards/judge/mean"] == 0.0  # errored samples leave their groups: never the top score 1
+    evals = [r for r in rows if "eval/rewards/judge/judge_calls" in r]
+    assert [r["eval/rewards/judge/judge_calls"] for r in evals] == [per_eval] * 3  # before, step 1, after
+    assert all(r["eval/rewards/judge/invalid"] == per_eval and r["eval/pass_at_1"] == 0.0 for r in evals)
+    samples = [json.loads(x) for x in (run / "samples.jsonl").read_text().splitlines()]
+    assert samples and all(s["reward"] is None and s["rewards"] == {"judge": None} for s in samples)
+    assert "score 1e9 is not a finite number in [-1, 1]" in samples[0]["errors"]["judge"]
+    cost = json.loads((run / "summary.json").read_text())["cost"]
+    assert cost["estimate"]["judge_eval_calls"] == 3 * per_eval
+    assert cost["actual"]["judge_tokens"] == 13 * (2 * per_step + 3 * per_eval)  # the server's usage: 13 a call
+
+
+def test_the_default_regex_reads_the_whole_number() -> None:
+    """The default answer_regex stops at "1" of "1e9": the score is still the whole number, so invalid."""
+    import re
+
+    from rlexp.rewards.judge import DEFAULT_REGEX
+
+    rx = re.compile(DEFAULT_REGEX)
+    assert _to_score("Score: 1e9", rx, "number", None, None, 1.0, 0.0) is None
+    assert _to_score("Score: 1e9", rx, "number", None, None, 1.0, 0.0, clip=True) == 1.0
+    assert _to_score("Score: 0.5.", rx, "number", None, None, 1.0, 0.0) == 0.5

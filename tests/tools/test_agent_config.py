@@ -23,6 +23,8 @@ BAD = [
     (["agent.max_turns=3"], "agent.max_turns", "use agent=tools"),
     ([*TOOLS, "trainer=dapo"], "trainer.algorithm", "grpo, gspo or drgrpo"),
     ([*TOOLS, "trainer=ppo"], "trainer.algorithm", "grpo, gspo or drgrpo"),
+    ([*TOOLS, "agent.tool_error_budget=0"], "agent.tool_error_budget", "in (0, 1]"),
+    ([*TOOLS, "agent.tool_error_budget=1.5"], "agent.tool_error_budget", "in (0, 1]"),
 ]
 
 

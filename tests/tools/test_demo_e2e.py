@@ -82,3 +82,22 @@ def test_a_sweep_of_the_demo_trains_each_job_on_episodes(tmp_path) -> None:  # n
     for job in manifest["jobs"]:
         rows = [json.loads(x) for x in (sweep / job["output_dir"] / "metrics.jsonl").read_text().splitlines()]
         assert [r["step"] for r in rows if "agent/turns_mean" in r] == [1, 2]
+
+
+@pytest.mark.slow
+def test_a_tool_failing_every_call_stops_the_run_naming_it(tmp_path) -> None:  # noqa: ANN001
+    """A calculator given a keyword it does not take fails every call: the run stops in one line naming the tool
+    and its error (agent.tool_error_budget), exit 1, before any update trains on the error messages, instead of
+    "completing" with greedy 0.25 -> 0.00."""
+    run = tmp_path / "run"
+    broken = "agent.tools=[{name: calculator, kwargs: {precision: 3}}]"
+    short = ["trainer.max_steps=6", "trainer.eval_prompts=8", "trainer.eval_samples=1"]
+    out = run_rlexp(*DEMO, broken, *short, f"hydra.run.dir={run}", timeout=400)
+    assert out.returncode == 1, out.stderr[-3000:]
+    errors = [line for line in out.stderr.splitlines() if line.startswith("rlexp: error:")]
+    assert len(errors) == 1 and errors[0].startswith("rlexp: error: agent.tool_error_budget=1: tool calculator failed")
+    assert "unexpected keyword argument 'precision'" in errors[0]
+    summary = json.loads((run / "summary.json").read_text())
+    # step 1's rollout met the broken tool: the run stops before training on its error messages
+    assert summary["status"] == "failed" and summary["train"]["steps"] == 0
+    print("\n" + errors[0])

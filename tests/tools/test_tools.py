@@ -89,3 +89,21 @@ def test_http_sends_the_token_from_the_environment(monkeypatch) -> None:  # noqa
     server.server_close()
     text, failed = b.call("http", {"q": "hi"})  # the server is gone: a message, not a crash
     assert failed and "s3cret" not in text
+
+
+def test_a_tool_over_its_error_budget_is_named_with_its_error() -> None:
+    """Per tool and since the last drain: at budget 1 only a tool failing every call stops the run; below 1, more
+    than that share; a tool name the model made up counts against no tool."""
+    b = box("calculator", "add", calculator={"precision": 3})
+    for _ in range(3):
+        b.call("calculator", {"expression": "1+1"})
+        b.call("add", {"numbers": [1, 2]})
+    b.call("made_up", {})
+    err = b.over_budget(1.0)
+    assert err is not None and str(err).startswith("agent.tool_error_budget=1: tool calculator failed 3 of its 3 calls")
+    assert "unexpected keyword argument 'precision'" in str(err) and b.over_budget(1.0) is None  # drained
+    good = box("calculator")
+    good.call("calculator", {"expression": "1+1"}), good.call("calculator", {"expression": "x"})
+    assert good.over_budget(1.0) is None  # one of two failed: not all
+    good.call("calculator", {"expression": "1+1"}), good.call("calculator", {"expression": "x"})
+    assert "failed 1 of its 2 calls" in str(good.over_budget(0.4))
