@@ -85,7 +85,7 @@ def test_http_reward_trains_through_thirty_percent_faults(serve: str, tmp_path: 
     summary, steps = train(serve, tmp_path, *client)
     assert summary["status"] == "completed" and summary["train"]["steps"] == 6
     assert [r["step"] for r in steps] == list(range(1, 7))
-    errored = sum(r["rewards/remote/non_finite"] + r["rewards/remote/errors"] for r in steps)
+    errored = sum(r["rewards/remote/errors"] for r in steps)  # non_finite is a breakdown of errors
     ratios = [round(r["rewards/error_ratio"], 3) for r in steps]
     print(f"\nhttp training with 30 % faults: {errored:.0f} errored invocations, error ratio per step {ratios}")
     assert errored > 0  # NaN answers arrived and were counted, not trained on
