@@ -44,7 +44,10 @@ def run(run_dir: Path, overrides: list[str]) -> float:
     cfg = compose_cfg(overrides)
     from rlexp.config.load import to_config
 
-    return train(to_config(cfg), cfg, run_dir)
+    from rlexp.train.plan import make_plan
+
+    conf = to_config(cfg)
+    return train(make_plan(conf, cfg, str(run_dir), lambda: None), conf, cfg)
 
 
 def records(run_dir: Path, name: str = "metrics.jsonl") -> list[dict]:
