@@ -43,3 +43,17 @@ def check_rules(cfg: RlexpConfig) -> dict[str, Any]:
 
         check_tools(cfg.agent.tools)  # a tool that does not exist, an http tool without its url
     return memory
+
+
+def estimates(cfg: RlexpConfig, memory: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The memory and cost estimates a run is planned with (rlexp.train.plan) and `rlexp validate` reports
+    (`memory`: the one the config's rules were checked against). A cost that cannot be estimated (a calibration
+    run dir that went away) is {"error": ...}: the run itself is fine."""
+    from rlexp.config.cost import estimate_cost
+    from rlexp.config.memory import estimate_memory
+
+    try:
+        cost: dict[str, Any] = estimate_cost(cfg)
+    except ConfigError as err:
+        cost = {"error": str(err)}
+    return {"memory": memory if memory is not None else estimate_memory(cfg), "cost": cost}

@@ -68,19 +68,6 @@ def read_plan(run_dir: str) -> RunPlan | None:
     return RunPlan.from_dict(data) if isinstance(data, dict) else None
 
 
-def estimates(conf: RlexpConfig, memory: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The memory and cost estimates a run is planned with (`memory`: the one the config's rules checked)."""
-    from rlexp.config.cost import estimate_cost
-    from rlexp.config.memory import estimate_memory
-    from rlexp.errors import ConfigError
-
-    try:
-        cost: dict[str, Any] = estimate_cost(conf)
-    except ConfigError as err:  # e.g. a calibration run dir that went away: the run itself is fine
-        cost = {"error": str(err)}
-    return {"memory": memory if memory is not None else estimate_memory(conf), "cost": cost}
-
-
 def make_plan(conf: RlexpConfig, cfg: Any, records_dir: str, remote: Callable[[], str | None]) -> RunPlan:
     """Check the job once and decide what it does; raises the first check's one-line error.
 
@@ -94,7 +81,7 @@ def make_plan(conf: RlexpConfig, cfg: Any, records_dir: str, remote: Callable[[]
     run_dir = str(conf.output_dir or records_dir)
     if launcher is not None:  # the launcher's own checks run there (rlexp.launch.prelaunch)
         return RunPlan(SUBMIT, run_dir, records_dir, launcher=launcher)
-    from rlexp.checks import check_rules
+    from rlexp.checks import check_rules, estimates
     from rlexp.models.loader import check_model_dir
     from rlexp.train.distributed import in_cluster_job, prepare_in_job
 

@@ -187,3 +187,19 @@ def test_one_run_makes_each_check_once_and_records_its_plan(tmp_path: Path, monk
     assert (
         calls["rlexp.train.checkpoints.fall_back_to_restorable"] == 0 and calls["rlexp.config.cost.estimate_cost"] == 0
     )
+
+
+def test_rlexp_validate_reports_the_estimates_a_run_is_planned_with(tmp_path: Path) -> None:
+    from rlexp.data.registry import load_splits
+    from tests.helpers import compose_conf, run_rlexp
+
+    rows = load_splits(compose_conf([]).dataset).train[:2]
+    completions = tmp_path / "completions.jsonl"
+    completions.write_text("".join(json.dumps({"id": r["id"], "completion": str(r["answer"])}) + "\n" for r in rows))
+    over = ["logger=none", "validate.rows=2", f"validate.completions={completions}"]
+    done = run_rlexp(*over, f"hydra.run.dir={tmp_path / 'v'}", module="rlexp.validate", timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    validation = json.loads((tmp_path / "v" / "validation.json").read_text())
+    plan = json.loads(json.dumps(plan_of(tmp_path / "run", *over).to_dict()))
+    assert validation["memory"] == plan["memory"] and validation["cost"] == plan["cost"]
+    runlock.release(str(tmp_path / "run"))
