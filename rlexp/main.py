@@ -56,6 +56,10 @@ def record_job(cfg: DictConfig, plan: RunPlan) -> Callable[[], None]:
     cli.take_run_log(str(log))  # a failure's traceback goes there from now on
 
     def undo() -> None:
+        if plan_before is not None:  # a refused job leaves no plan of its own
+            storage.write_text(storage.join(plan.run_dir, PLAN_FILE), plan_before)
+        elif not storage.is_url(plan.run_dir):
+            (Path(plan.run_dir) / PLAN_FILE).unlink(missing_ok=True)
         if not had_records:  # a new run dir keeps what its failure wrote: main.log holds the traceback
             return
         cli.take_run_log(None)
@@ -64,10 +68,6 @@ def record_job(cfg: DictConfig, plan: RunPlan) -> Callable[[], None]:
                 (records / name).unlink(missing_ok=True)
             else:
                 (records / name).write_bytes(data)
-        if plan_before is not None:
-            storage.write_text(storage.join(plan.run_dir, PLAN_FILE), plan_before)
-        elif not storage.is_url(plan.run_dir):
-            (Path(plan.run_dir) / PLAN_FILE).unlink(missing_ok=True)
         if log_size is None:
             log.unlink(missing_ok=True)
         elif log.is_file():

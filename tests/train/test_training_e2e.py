@@ -43,7 +43,6 @@ def _sigterm_reward():
 def run(run_dir: Path, overrides: list[str]) -> float:
     cfg = compose_cfg(overrides)
     from rlexp.config.load import to_config
-
     from rlexp.train.plan import DONE, make_plan
 
     conf = to_config(cfg)
