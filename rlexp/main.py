@@ -1,4 +1,5 @@
-"""The Hydra app of `python -m rlexp`: compose, check, then train here (or hand the job to a remote launcher).
+"""The Hydra app of `python -m rlexp`: compose, plan the run once (rlexp.train.plan: every check), then train
+here (or hand the job to a remote launcher).
 
 Returns the sweep objective (a summary.json key, `objective=`) so Hydra sweepers can optimise it.
 JAX and Tunix are imported only once a run actually trains, so `--cfg job` stays fast. The task
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import hydra
 from omegaconf import DictConfig
@@ -17,12 +18,15 @@ from omegaconf import DictConfig
 from rlexp import cli
 from rlexp.config.load import CONF_DIR, register_configs, to_config
 
+if TYPE_CHECKING:
+    from rlexp.train.plan import RunPlan
+
 register_configs()
 
 
-def record_job(cfg: DictConfig) -> Callable[[], None]:
-    """Write `.hydra/{config,hydra,overrides}.yaml` as Hydra would have before the task function ran; returns
-    the undo, which puts the records and the run log back as they were.
+def record_job(cfg: DictConfig, plan: RunPlan) -> Callable[[], None]:
+    """Write `.hydra/{config,hydra,overrides}.yaml` as Hydra would have before the task function ran, and the
+    run's plan.json; returns the undo, which puts the records, the plan and the run log back as they were.
 
     conf/config.yaml sets `hydra.output_subdir: null` so that Hydra writes nothing into the run dir: rlexp
     writes these records here, once every check passed, and a refused command (a resume with another
@@ -32,6 +36,9 @@ def record_job(cfg: DictConfig) -> Callable[[], None]:
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
 
+    from rlexp import storage
+    from rlexp.train.plan import PLAN_FILE
+
     hc = HydraConfig.get()
     out = Path(hc.runtime.output_dir)
     records = out / ".hydra"
@@ -39,14 +46,20 @@ def record_job(cfg: DictConfig) -> Callable[[], None]:
     names = ("config.yaml", "hydra.yaml", "overrides.yaml")
     before = {n: (records / n).read_bytes() if (records / n).is_file() else None for n in names}
     had_records, log_size = records.is_dir(), log.stat().st_size if log.is_file() else None
+    plan_before = storage.read_text(storage.join(plan.run_dir, PLAN_FILE))
     if hc.output_subdir is None:
         records.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(cfg, records / "config.yaml")
         OmegaConf.save(HydraConfig.instance().cfg, records / "hydra.yaml")
         OmegaConf.save(hc.overrides.task, records / "overrides.yaml")
+    plan.write()  # what this job decided, for a person and for the job that replays it
     cli.take_run_log(str(log))  # a failure's traceback goes there from now on
 
     def undo() -> None:
+        if plan_before is not None:  # a refused job leaves no plan of its own
+            storage.write_text(storage.join(plan.run_dir, PLAN_FILE), plan_before)
+        elif not storage.is_url(plan.run_dir):
+            (Path(plan.run_dir) / PLAN_FILE).unlink(missing_ok=True)
         if not had_records:  # a new run dir keeps what its failure wrote: main.log holds the traceback
             return
         cli.take_run_log(None)
@@ -65,7 +78,7 @@ def record_job(cfg: DictConfig) -> Callable[[], None]:
 
 
 def run(cfg: DictConfig) -> float:
-    """Check and train one job; returns the objective value."""
+    """Check one job and plan it once (rlexp.train.plan), then submit it or train it; returns the objective."""
     from rlexp.sweep.resume import skip_if_completed
 
     done = skip_if_completed(cfg)  # sweep.resume=true: a job that completed earlier is not run again
@@ -73,70 +86,32 @@ def run(cfg: DictConfig) -> float:
         return done
     from hydra.core.hydra_config import HydraConfig
 
-    from rlexp.config.values import check_values
-    from rlexp.launch.remote import launch_remotely
+    from rlexp.launch.remote import remote_launcher, submit
+    from rlexp.train.plan import DONE, SUBMIT, make_plan
 
     conf = to_config(cfg)  # refuses keys no schema declares (`+trainer.learning_rat=...`)
-    check_values(conf)  # before a submission too: an error names the key the user set
-    handed_off, result = launch_remotely(cfg)  # TPU slice / remote launcher: submit, never train here
-    if handed_off:
-        return result
-    from rlexp.checks import check_config
-
-    check_config(conf)
-    from rlexp.models.loader import check_model_dir
-    from rlexp.train.distributed import prepare_in_job
-
-    check_model_dir(conf.model)  # a local model folder: config.json and whole safetensors, before JAX
-    from rlexp.train.rundir import check_run_dir
-
-    prepare_in_job()  # in a pod or Slurm job: Pathways / jax.distributed
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
-    check_run_dir(conf, cfg, str(conf.output_dir or run_dir))  # resume=never, a resume with another config
-    done = _finished_or_locked(conf, str(conf.output_dir or run_dir))
-    if done is not None:
-        return done
-    from rlexp.train.checkpoints import fall_back_to_restorable
-    from rlexp.train.distributed import in_cluster_job
-
-    # a damaged newest checkpoint is set aside (or, when none is whole, the run stops) before JAX is imported
-    fall_back_to_restorable(str(conf.output_dir or run_dir), can_move=not in_cluster_job())
-    undo = record_job(cfg)
+    plan = make_plan(conf, cfg, str(HydraConfig.get().runtime.output_dir), remote_launcher)
+    if plan.action == SUBMIT:  # TPU slice / remote launcher: submit, never train here
+        return submit(cfg, str(plan.launcher))
+    if plan.action == DONE:
+        print(
+            f"rlexp run {conf.run_name}: completed earlier after {plan.completed_steps} steps ({plan.run_dir}); "
+            "nothing to do (choose another hydra.run.dir to train again)",
+            flush=True,
+        )
+        return float(plan.objective if plan.objective is not None else "nan")
+    undo = record_job(cfg, plan)
     from rlexp.errors import RlexpError
     from rlexp.train.run import train  # heavy: JAX, Tunix
 
-    metrics = run_dir / "metrics.jsonl"
+    metrics = Path(plan.records_dir) / "metrics.jsonl"
     size = metrics.stat().st_size if metrics.is_file() else -1
     try:
-        return train(conf, cfg, run_dir)
+        return train(plan, conf, cfg)
     except RlexpError:  # refused while setting up (data, templates): an earlier run's dir stays as it was
         if (metrics.stat().st_size if metrics.is_file() else -1) == size:
             undo()
         raise
-
-
-def _finished_or_locked(conf: Any, run_dir: str) -> float | None:
-    """A run that completed every step of this config there: said in one line, nothing changed, its objective
-    returned. Else this process takes the run dir's lock (rlexp.train.runlock) and None is returned."""
-    from rlexp.train import runlock
-    from rlexp.train.distributed import in_cluster_job
-    from rlexp.train.rundir import dotted_get
-
-    summary = runlock.finished_run(conf, run_dir)
-    if summary is not None:
-        value = dotted_get(summary, conf.objective)
-        print(
-            f"rlexp run {conf.run_name}: completed earlier after {summary['train']['steps']} steps ({run_dir}); "
-            "nothing to do (choose another hydra.run.dir to train again)",
-            flush=True,
-        )
-        return float(value) if isinstance(value, int | float) else float("nan")
-    if not in_cluster_job():
-        runlock.take(run_dir)
-    from rlexp.train.write_failure import warn_if_low_space
-
-    warn_if_low_space(conf, run_dir)
-    return None
 
 
 @hydra.main(version_base=None, config_path=CONF_DIR, config_name="config")

@@ -32,7 +32,7 @@ def main(cfg: DictConfig) -> None:
     conf = to_config(cfg)
     # Stop at the first input error, before the dataset or a model is loaded: one line, exit 2 (1 for a
     # completions file that exists but cannot be used).
-    check_config(conf)
+    memory = check_config(conf)
     if conf.validate.completions:
         read_completions(conf.validate.completions)
     else:
@@ -41,7 +41,7 @@ def main(cfg: DictConfig) -> None:
         check_model_dir(conf.model)  # the model samples the completions: its folder must be whole
     out_dir = conf.output_dir or HydraConfig.get().runtime.output_dir
     log.debug("preflight of %d rows, completions %s", conf.validate.rows, conf.validate.completions or "sampled")
-    result = preflight(conf, out_dir)
+    result = preflight(conf, out_dir, checked=memory)  # memory and cost: the estimates a run's plan holds
     print_summary(result)
     written = f"{out_dir.rstrip('/')}/validation.json"
     print(f"rlexp: wrote {written}")  # the report's last line, on stdout with it: stderr holds only an error

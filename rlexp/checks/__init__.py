@@ -1,23 +1,35 @@
 """Checks before heavy work: every rule a config must pass, and the data/reward/sampling preflight.
 
-`check_config` is the one call the entry points, the launchers and the trainer make before anything
-is loaded: the config layer's rules (types, ranges, mesh, memory, context length), plus the names that
-only the registries of the data and reward layers know. The preflight (`rlexp.checks.data_preflight`)
+`check_config` is the one call the entry points and the launchers make before anything is loaded (a run's
+plan, rlexp.train.plan, makes it in two halves: `check_values`, then `check_rules`): the config layer's rules
+(types, ranges, mesh, memory, context length), plus the names that only the registries of the data and reward
+layers know. The preflight (`rlexp.checks.data_preflight`)
 then loads rows and renders prompts, and `rlexp.checks.reward_preflight` scores completions.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from rlexp.config.schema import RlexpConfig
-from rlexp.config.validate import validate
+from rlexp.config.validate import check_rules as check_config_rules
+from rlexp.config.values import check_values
 from rlexp.data.registry import known_loaders
 from rlexp.errors import ConfigError
 from rlexp.rewards.registry import check_kwargs, known_reward_fns
 
 
-def check_config(cfg: RlexpConfig) -> None:
-    """Raise ConfigError on the first broken rule; return None when the config is runnable."""
-    validate(cfg)
+def check_config(cfg: RlexpConfig) -> dict[str, Any]:
+    """Raise ConfigError on the first broken rule; when the config is runnable, return the memory estimate
+    (rlexp.config.memory) it was checked against."""
+    check_values(cfg)
+    return check_rules(cfg)
+
+
+def check_rules(cfg: RlexpConfig) -> dict[str, Any]:
+    """`check_config` once `check_values` passed (rlexp.train.plan checks the values first, before it asks
+    whether a remote launcher takes the job); returns the memory estimate."""
+    memory = check_config_rules(cfg)
     loaders = known_loaders()
     if cfg.dataset.loader not in loaders:
         raise ConfigError("dataset.loader", cfg.dataset.loader, f"use one of {', '.join(sorted(loaders))}")
@@ -30,3 +42,18 @@ def check_config(cfg: RlexpConfig) -> None:
         from rlexp.tools.toolbox import check_tools
 
         check_tools(cfg.agent.tools)  # a tool that does not exist, an http tool without its url
+    return memory
+
+
+def estimates(cfg: RlexpConfig, memory: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The memory and cost estimates a run is planned with (rlexp.train.plan) and `rlexp validate` reports
+    (`memory`: the one the config's rules were checked against). A cost that cannot be estimated (a calibration
+    run dir that went away) is {"error": ...}: the run itself is fine."""
+    from rlexp.config.cost import estimate_cost
+    from rlexp.config.memory import estimate_memory
+
+    try:
+        cost: dict[str, Any] = estimate_cost(cfg)
+    except ConfigError as err:
+        cost = {"error": str(err)}
+    return {"memory": memory if memory is not None else estimate_memory(cfg), "cost": cost}

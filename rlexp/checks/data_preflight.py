@@ -18,7 +18,7 @@ import json
 from typing import Any
 
 from rlexp import storage
-from rlexp.checks import check_config
+from rlexp.checks import check_config, estimates
 from rlexp.checks.reward_preflight import read_completions, sampled_items, score, zero_variance_share
 from rlexp.config.schema import RlexpConfig
 from rlexp.errors import RlexpError
@@ -52,11 +52,11 @@ class _Report:
         return all(c["status"] != "failed" for c in self.checks)
 
 
-def _memory(cfg: RlexpConfig, rep: _Report) -> dict[str, Any] | None:
+def _memory(cfg: RlexpConfig, rep: _Report, checked: dict[str, Any] | None) -> dict[str, Any] | None:
     from rlexp.config.memory import estimate_memory, format_estimate
 
     try:
-        est = estimate_memory(cfg)
+        est = checked if checked is not None else estimate_memory(cfg)
     except Exception as err:  # noqa: BLE001 - the estimate is advisory; config errors are reported by "config"
         rep.add("memory", "warning", f"no estimate: {err}")
         return None
@@ -67,11 +67,15 @@ def _memory(cfg: RlexpConfig, rep: _Report) -> dict[str, Any] | None:
     return est
 
 
-def _cost(cfg: RlexpConfig, rep: _Report) -> dict[str, Any] | None:
-    """Chip-hours and cost of the run (rlexp.config.cost); an unreadable calibration run dir fails the check."""
-    from rlexp.config.cost import estimate_cost, format_cost
+def _cost(cfg: RlexpConfig, rep: _Report, memory: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Chip-hours and cost of the run, as a run's plan estimates them (rlexp.checks.estimates); an unreadable
+    calibration run dir fails the check."""
+    from rlexp.config.cost import format_cost
 
-    est = rep.run("cost", lambda: estimate_cost(cfg))
+    est = rep.run("cost", lambda: estimates(cfg, memory or {})["cost"])
+    if est is not None and "error" in est:
+        rep.checks[-1].update(status="failed", detail=est["error"])
+        return None
     if est is not None:
         rep.checks[-1]["detail"] = format_cost(est)
     return est
@@ -148,8 +152,11 @@ def _not_run(rep: _Report, names: tuple[str, ...], why: str) -> None:
             rep.add(name, "skipped", why)
 
 
-def preflight(cfg: RlexpConfig, out_dir: str, *, allow_downloads: bool = True) -> dict[str, Any]:
-    """Run every check, write `<out_dir>/validation.json` and return its content (`ok` says whether all passed)."""
+def preflight(
+    cfg: RlexpConfig, out_dir: str, *, allow_downloads: bool = True, checked: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Run every check, write `<out_dir>/validation.json` and return its content (`ok` says whether all passed).
+    `checked`: the memory estimate `check_config` returned, when the caller checked the config already."""
     from rlexp.data.registry import load_splits
     from rlexp.data.templates import doubled_markers, render_prompt
 
@@ -160,9 +167,12 @@ def preflight(cfg: RlexpConfig, out_dir: str, *, allow_downloads: bool = True) -
         result.update(ok=True, checks=rep.checks, skipped=rep.skipped)
         _write(out_dir, result)
         return result
-    rep.run("config", lambda: check_config(cfg))
-    result["memory"] = _memory(cfg, rep)
-    result["cost"] = _cost(cfg, rep)
+    if checked is None:
+        checked = rep.run("config", lambda: check_config(cfg))
+    else:
+        rep.add("config", "ok")
+    result["memory"] = _memory(cfg, rep, checked)
+    result["cost"] = _cost(cfg, rep, result["memory"])  # with the memory: the estimates a run's plan holds
     given = rep.run("completions_file", lambda: read_completions(v.completions)) if v.completions else None
     if v.completions and given is None:  # stop at the first input error: no dataset, no model
         result.update(ok=False, checks=rep.checks, skipped=rep.skipped)

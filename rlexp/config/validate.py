@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 from rlexp.config.agent_rules import check_agent
 from rlexp.config.algorithm_rules import check_critic_family
@@ -111,10 +112,17 @@ def _check_eval(t: TrainerConfig) -> None:
         )
 
 
-def validate(cfg: RlexpConfig) -> None:
-    """Raise ConfigError on the first broken rule; return None when the config is runnable."""
-    t, m, s = cfg.trainer, cfg.model, cfg.slice
+def validate(cfg: RlexpConfig) -> dict[str, Any]:
+    """Raise ConfigError on the first broken rule; when the config is runnable, return the memory estimate
+    (rlexp.config.memory) it was checked against."""
     check_values(cfg)  # finite numbers, known words, ranges of single keys (rlexp.config.values)
+    return check_rules(cfg)
+
+
+def check_rules(cfg: RlexpConfig) -> dict[str, Any]:
+    """`validate` after `check_values` passed (a run's plan checks the values before it decides where the job
+    runs): the rules across keys, then the memory estimate, which it returns."""
+    t, m, s = cfg.trainer, cfg.model, cfg.slice
     _check_trainer(t)
     _choice("model.dtype", m.dtype, DTYPES)
     _choice("model.param_dtype", m.param_dtype, DTYPES)
@@ -171,7 +179,7 @@ def validate(cfg: RlexpConfig) -> None:
     check_agent(cfg)  # turns, budgets, the tool-call format the chat template carries
     _check_profile(cfg)
     _choice("logger.name", cfg.logger.name, ("none", "wandb", "tensorboard"))
-    check_fits(cfg)  # chips of known memory only (TPU/GPU slices); the message carries the numbers
+    return check_fits(cfg)  # chips of known memory only (TPU/GPU slices); the message carries the numbers
 
 
 def _check_rollout(cfg: RlexpConfig) -> None:

@@ -13,23 +13,30 @@ from rlexp.errors import RlexpError
 from rlexp.train.distributed import in_cluster_job
 
 
-def launch_remotely(cfg: DictConfig) -> tuple[bool, Any]:
-    """(True, result) when this single run was handed to a remote launcher, else (False, None)."""
+def remote_launcher() -> str | None:
+    """The remote launcher this single run is handed to ("gke"), or None when it trains here; a single run
+    whose launcher is Slurm's is refused in one line."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
     if in_cluster_job() or not HydraConfig.initialized():
-        return False, None
+        return None
     hc = HydraConfig.get()
     if hc.mode != RunMode.RUN:
-        return False, None
+        return None
     target = str(hc.launcher.get("_target_", ""))
     if target.endswith("GkeLauncher"):
-        from rlexp.launch.gke import launch_single
-
-        return True, launch_single(cfg)
+        return "gke"
     from rlexp.launch.slurm_cluster import is_slurm_launcher
 
     if "submitit" in target or is_slurm_launcher(target):
         raise RlexpError("Slurm submission runs through Hydra's multirun: add -m (one job per override combination)")
-    return False, None
+    return None
+
+
+def submit(cfg: DictConfig, launcher: str) -> Any:
+    """Hand this single run to `launcher` (remote_launcher's answer); the launcher's result."""
+    from rlexp.launch.gke import launch_single
+
+    assert launcher == "gke", launcher
+    return launch_single(cfg)

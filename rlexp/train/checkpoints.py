@@ -1,7 +1,7 @@
 """Resume from the newest checkpoint that can be restored: damaged ones are set aside, never deleted.
 
 Tunix restores the newest `checkpoints/actor/<step>` and fails deep inside orbax when its files are
-damaged (a truncated copy, a file overwritten). Before the cluster is built, every file of the newest
+damaged (a truncated copy, a file overwritten). Before JAX is imported (the run's plan, rlexp.train.plan), every file of the newest
 steps is checked without decoding any array: JSON metadata parses, and OCDBT files (b-tree nodes and zstd
 data frames) are exactly as long as their headers say. A damaged step is
 moved to `checkpoints.unrestorable/actor/<step>` (one warning line) and the run resumes from the newest
@@ -142,17 +142,24 @@ def damage(step_dir: Path) -> str | None:
     return None
 
 
-def fall_back_to_restorable(run_dir: str, *, can_move: bool) -> None:
-    """Make the newest checkpoint of `run_dir` a restorable one, or raise RunError in one line.
+def newest_step(run_dir: str) -> int:
+    """The step of the newest checkpoint in `run_dir` (local or gs://), 0 when there is none."""
+    names = (d.rstrip("/").rsplit("/", 1)[-1] for d in storage.list_dirs(storage.join(run_dir, "checkpoints/actor")))
+    return max((int(n) for n in names if n.isdigit()), default=0)
+
+
+def fall_back_to_restorable(run_dir: str, *, can_move: bool) -> dict[int, str]:
+    """Make the newest checkpoint of `run_dir` a restorable one, or raise RunError in one line; returns the
+    damaged steps it set aside, and why.
 
     `can_move`: this process may set damaged steps aside (a single-process run); otherwise a damaged
     newest step stops the run, since other processes would restore from it meanwhile.
     """
     if storage.is_url(run_dir):
-        return
+        return {}
     root = Path(run_dir) / "checkpoints" / "actor"
     if not root.is_dir():
-        return
+        return {}
     steps = sorted((int(p.name) for p in root.iterdir() if p.is_dir() and p.name.isdigit()), reverse=True)
     bad: dict[int, str] = {}
     for step in steps:
@@ -161,7 +168,7 @@ def fall_back_to_restorable(run_dir: str, *, can_move: bool) -> None:
             break
         bad[step] = reason
     if not bad:
-        return
+        return {}
     newest, why = next(iter(bad.items()))
     good = next((s for s in steps if s not in bad), None)
     if good is None or not can_move:
@@ -181,6 +188,7 @@ def fall_back_to_restorable(run_dir: str, *, can_move: bool) -> None:
     log.warning(
         "checkpoint %s cannot be restored (%s); moved to %s, resuming from step %s", steps_text, why, aside, good
     )
+    return bad
 
 
 def _from_orbax(err: BaseException) -> bool:
@@ -197,10 +205,9 @@ def _from_orbax(err: BaseException) -> bool:
 
 
 @contextlib.contextmanager
-def restorable(run_dir: str, *, can_move: bool) -> Iterator[None]:
-    """Around building the Tunix cluster (which restores the newest checkpoint): set damaged steps aside
-    first, and turn a restore that still fails into one line naming the checkpoint."""
-    fall_back_to_restorable(run_dir, can_move=can_move)
+def restorable(run_dir: str) -> Iterator[None]:
+    """Around building the Tunix cluster (which restores the newest checkpoint; the run's plan set damaged
+    steps aside already, rlexp.train.plan): turn a restore that still fails into one line naming the checkpoint."""
     drop_failed_read_leftovers()  # a damaged file's read leftovers would bury the one-line error
     try:
         yield

@@ -8,17 +8,22 @@ stop cleanly (checkpoint first) after SIGTERM / Ctrl-C or a reward error budget 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import signal
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from tunix.sft.hooks import TrainingHooks
 
 from rlexp.compat.tunix import publish_pending_train_metrics, trains_lora_only
 from rlexp.errors import RlexpError
-from rlexp.train.checkpoints import record_files
 from rlexp.train.collectives import settle
+
+if TYPE_CHECKING:
+    from rlexp.train.metrics import MetricsCollector
+    from rlexp.train.stepclock import StepClock
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +66,8 @@ class GracefulStop:
     SUBMITIT_PREEMPT_SIGNAL) does the same; the job then requeues itself (rlexp.train.run) and resumes.
     """
 
-    def __init__(self, signals: tuple[signal.Signals, ...] | None = None) -> None:
+    def __init__(self, signals: tuple[signal.Signals, ...] | None = None, run_dir: str | None = None) -> None:
+        self.run_dir = run_dir  # the session's (process 0 only): a second Ctrl-C cleans its unfinished checkpoint
         self.requested: str | None = None  # the first signal this process received while training
         self.late: str | None = None  # a signal received after training ended (peers stopped first)
         self.stopped: str | None = None  # why training stopped early when a signal stopped it, on any process
@@ -84,8 +90,6 @@ class GracefulStop:
 
         train.stop_signal[:] = [self.requested]
         log.warning("\n%s received; saving a checkpoint after this step", signal.Signals(signum).name)
-
-    run_dir: str | None = None  # the session's: a second Ctrl-C cleans its unfinished checkpoint
 
     def _stop_now(self) -> None:
         """A second Ctrl-C ends the process now, in one line: a KeyboardInterrupt raised wherever the main thread
@@ -132,8 +136,27 @@ def stop_signals() -> tuple[signal.Signals, ...]:
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class StepContext:
+    """What the step hooks read and call of a training session, and nothing else (rlexp.train.session)."""
+
+    start_step: int  # the restored checkpoint's step
+    eval_every: int
+    max_steps: int
+    collector: MetricsCollector
+    clock: StepClock
+    stop: GracefulStop
+    flush_metrics: Callable[[int], None]  # write the finished steps' rows up to a step
+    record_files: Callable[[], None]  # record the files of the checkpoints committed since (process 0)
+    set_rollout_seed: Callable[[int], None]
+    run_eval: Callable[..., dict[str, float]]
+    progress: Callable[[int], None]
+    reward_error: Callable[[], RlexpError | None]  # the reward error budget's breach, once there is one
+    global_steps: Callable[[], int]  # Tunix's count of finished global steps
+
+
 class StepHooks(TrainingHooks):
-    """Tunix TrainingHooks delegating to the session.
+    """Tunix TrainingHooks acting through a session's StepContext.
 
     Tunix calls `on_train_step_end` one step late (it overlaps metric I/O with the next step)
     and once more from close(), so rlexp acts in `on_train_step_start` instead: it runs before
@@ -141,8 +164,8 @@ class StepHooks(TrainingHooks):
     A step's time is taken in `on_train_end`, which ends each update once it has finished.
     """
 
-    def __init__(self, session: Any) -> None:
-        self.session = session
+    def __init__(self, ctx: StepContext) -> None:
+        self.ctx = ctx
         self._seen = -1
         self._lapped = -1  # the last step whose time was taken
 
@@ -151,7 +174,7 @@ class StepHooks(TrainingHooks):
 
     def on_train_end(self, train_ctx: Any) -> None:
         # Tunix calls this when an actor update's `train` call ends, the update finished (rlexp.train.stepclock)
-        done, s = train_ctx.train_steps, self.session
+        done, s = train_ctx.train_steps, self.ctx
         if done > max(s.start_step, self._lapped):
             self._lapped = done
             s.collector.add(done, s.clock.lap())
@@ -171,16 +194,15 @@ class StepHooks(TrainingHooks):
         if done == self._seen:
             return
         self._seen = done
-        s = self.session
+        s = self.ctx
         s.flush_metrics(done - 1)  # actor metrics of step `done` are published during the next update
-        if s.primary:
-            record_files(s.run_dir)  # the steps orbax has committed since
+        s.record_files()  # the steps orbax has committed since
         s.set_rollout_seed(done + 2)  # the rollout of step done+1 has already run
-        if done > s.start_step and done % s.conf.trainer.eval_every == 0 and done < s.conf.trainer.max_steps:
+        if done > s.start_step and done % s.eval_every == 0 and done < s.max_steps:
             s.run_eval(done, in_actor_update=True)
-        signalled, reward_failed = agree(done, s.stop.requested is not None, s.reward_error is not None)
+        signalled, reward_failed = agree(done, s.stop.requested is not None, s.reward_error() is not None)
         if reward_failed:
-            cause = s.reward_error or RlexpError("reward error budget exceeded on another process")
+            cause = s.reward_error() or RlexpError("reward error budget exceeded on another process")
             self._stop(train_ctx, done, "reward error budget exceeded", cause)
         if signalled:
             s.stop.stopped = s.stop.requested or "stop requested on another process"
@@ -203,7 +225,7 @@ class StepHooks(TrainingHooks):
                 # here, between steps, the count of finished global steps is already current.
                 custom_metadata={
                     **train_ctx.custom_checkpoint_metadata(),
-                    "global_step": self.session.cluster.global_steps,
+                    "global_step": self.ctx.global_steps(),
                 },
             )
         train_ctx.checkpoint_manager.close()

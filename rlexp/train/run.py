@@ -1,4 +1,5 @@
-"""Entry of one training job: prepare JAX, run a TrainingSession, return the sweep objective."""
+"""Entry of one planned training job (rlexp.train.plan): prepare JAX, run a TrainingSession, return the sweep
+objective."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from omegaconf import DictConfig
 
@@ -20,6 +21,7 @@ from rlexp.train import distributed, heap, rundir
 
 if TYPE_CHECKING:
     from rlexp.train.hooks import GracefulStop
+    from rlexp.train.plan import RunPlan
 
 
 POD_STOPPED_EXIT = 128 + 15  # SIGTERM's exit status
@@ -71,14 +73,15 @@ def add_xla_flag(name: str, value: object) -> None:
         os.environ["XLA_FLAGS"] = f"{flags} {name}={value}".strip()
 
 
-def setup_jax(conf: RlexpConfig) -> None:
-    """Host devices, the persistent compilation cache and the perf patches; must run before JAX is first used."""
+def setup_jax(conf: RlexpConfig, memory: dict[str, Any] | None = None) -> None:
+    """Host devices, the persistent compilation cache and the perf patches; must run before JAX is first used.
+    `memory`: the run plan's estimate (rlexp.train.plan), made here when None."""
     processes = conf.slice.nodes * conf.slice.processes_per_node
     local_devices = conf.slice.devices // processes  # cpu-2x1: one CPU device in each of 2 processes
     if conf.slice.kind == "cpu" and local_devices > 1:
         add_xla_flag("--xla_force_host_platform_device_count", local_devices)
     patches = list(conf.perf.patches)
-    large = conf.slice.kind == "cpu" and estimate_memory(conf)["activations"] >= LARGE_BUFFER
+    large = conf.slice.kind == "cpu" and (memory or estimate_memory(conf))["activations"] >= LARGE_BUFFER
     if "malloc" in patches and large and reuse_freed_memory():  # before XLA:CPU starts its threads
         perf.applied_malloc()
     import jax
@@ -123,18 +126,22 @@ def setup_jax(conf: RlexpConfig) -> None:
     perf.apply(patches)  # rlexp.perf: the speed work on Tunix's code paths, each patch guarded
 
 
-def train(conf: RlexpConfig, cfg: DictConfig, run_dir: Path | str) -> float:
-    """Train one job end to end and return its objective (`objective=`, a summary.json key)."""
+def train(plan: RunPlan, conf: RlexpConfig, cfg: DictConfig) -> float:
+    """Train one planned job end to end (rlexp.train.plan made every check and decision) and return its
+    objective (`objective=`, a summary.json key)."""
+    assert plan.action == "train", plan.action  # a submitted or completed job is not trained here (rlexp.main)
     collecting = heap.pause()  # the session resumes collection when its set-up is done (rlexp.train.heap)
-    session = None
+    stop: GracefulStop | None = None  # SIGTERM / Ctrl-C while training, once JAX is set up
     try:
-        setup_jax(conf)
+        setup_jax(conf, plan.memory)
+        import jax
+
+        from rlexp.train.hooks import GracefulStop
         from rlexp.train.session import TrainingSession
 
-        session = TrainingSession(conf, cfg, str(conf.output_dir or run_dir))
-        summary = session.execute(collecting)
+        stop = GracefulStop(run_dir=plan.run_dir if jax.process_index() == 0 else None)
+        summary = TrainingSession(plan, conf, cfg, stop).execute(collecting)
     except RunError as err:
-        stop = getattr(session, "stop", None)  # the session's GracefulStop, once training began
         if stop is not None and stop.stopped and distributed.in_submitit_slurm_job():
             leave_for_requeue(err, stop)
         if stop is not None and stop.stopped and os.environ.get(distributed.IN_CLUSTER_ENV) == "gke":
@@ -147,12 +154,12 @@ def train(conf: RlexpConfig, cfg: DictConfig, run_dir: Path | str) -> float:
     except KeyboardInterrupt:  # a second Ctrl-C: no unfinished checkpoint folder left for the resume to trip on
         from rlexp.train.write_failure import clean_temp
 
-        clean_temp(str(conf.output_dir or run_dir), settle_s=2.0)
+        clean_temp(plan.run_dir, settle_s=2.0)
         raise
     except Exception as err:
         from rlexp.train.write_failure import as_run_error
 
-        failure = as_run_error(str(conf.output_dir or run_dir), err)  # a full disk: one line, nothing lost
+        failure = as_run_error(plan.run_dir, err)  # a full disk: one line, nothing lost
         if failure is None:
             raise
         raise failure from err

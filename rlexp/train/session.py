@@ -1,7 +1,9 @@
 """A training session: everything one job does, in order.
 
-1. refuse to touch a run dir it must not (resume=never with checkpoints there);
-2. load and render data, check max_steps against it;
+The run's plan (rlexp.train.plan) made every check and decision before JAX was imported (run dir, resume, lock,
+estimates); the session trusts it.
+
+1. load and render data, check max_steps against it;
 3. load tokenizer, policy and reference through the model group's loader;
 4. build Tunix's RLCluster (which restores the latest checkpoint) and learner;
 5. eval before training (or reuse it when resuming), train with step hooks, eval after;
@@ -14,7 +16,7 @@ import contextlib
 import logging
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import numpy as np
@@ -40,6 +42,10 @@ from rlexp.train.collectives import settle
 from rlexp.train.metrics import MetricsCollector, group_stats, rlexp_metric_key, to_json_line
 from rlexp.train.stepclock import EVAL, STEP, StepClock
 
+if TYPE_CHECKING:
+    from rlexp.train.hooks import GracefulStop, StepContext
+    from rlexp.train.plan import RunPlan
+
 log = logging.getLogger(__name__)
 
 
@@ -59,9 +65,11 @@ def batches(rows: list[dict[str, Any]], batch_size: int, epochs: int, seed: int,
 
 
 class TrainingSession:
-    def __init__(self, conf: RlexpConfig, cfg: DictConfig, run_dir: str) -> None:
-        self.conf, self.cfg, self.run_dir = conf, cfg, run_dir
-        self.path = lambda name: storage.join(run_dir, name)  # noqa: E731
+    def __init__(self, plan: RunPlan, conf: RlexpConfig, cfg: DictConfig, stop: GracefulStop) -> None:
+        """`stop`: SIGTERM / Ctrl-C while training (its handlers are installed around `learner.train`)."""
+        self.plan, self.conf, self.cfg, self.run_dir, self.stop = plan, conf, cfg, plan.run_dir, stop
+        self.start_step = plan.resume_step  # the restored checkpoint's step, once the cluster is built
+        self.path = lambda name: storage.join(plan.run_dir, name)  # noqa: E731
         self.collector = MetricsCollector()
         self.reward_error: RlexpError | None = None
         self.evals: dict[str, dict[str, float]] = {}
@@ -74,10 +82,6 @@ class TrainingSession:
         self.primary = jax.process_index() == 0
 
     # -- setup -------------------------------------------------------------------------------
-    def _check_run_dir(self) -> None:
-        # the entry point ran the same checks before importing JAX; a session built elsewhere runs them here
-        rundir.check_run_dir(self.conf, self.cfg, self.run_dir)
-
     def _load_data(self, tokenizer: Any) -> None:
         raw = load_splits(self.conf.dataset)
         check_turn_markers(raw.train, self.conf.data_template, self.conf.chat_template, tokenizer)  # as the preflight
@@ -86,7 +90,8 @@ class TrainingSession:
         splits = render_splits(
             raw, conf.data_template, conf.chat_template, tokenizer, conf.trainer.max_prompt_tokens, system
         )
-        check_steps(self.conf, len(splits.train))  # after filtering: the rows that will really be trained on
+        if len(splits.train) != self.plan.checked_train_rows:  # the plan checked dataset.train_size rows
+            check_steps(self.conf, len(splits.train))  # after filtering: the rows that will really be trained on
         if not splits.eval:
             raise ConfigError(
                 "dataset.eval_size", self.conf.dataset.eval_size, "the eval split is empty after filtering"
@@ -141,6 +146,26 @@ class TrainingSession:
         return cycle_batches(lambda n: batches(self.train_rows, t.batch_size, 1, self.conf.seed + 7919 * (n + 1)))
 
     # -- hook callbacks -----------------------------------------------------------------------
+    def _step_context(self) -> StepContext:
+        """What the step hooks may read and call (rlexp.train.hooks.StepHooks), once the cluster is built."""
+        from rlexp.train.hooks import StepContext
+
+        return StepContext(
+            start_step=self.start_step,
+            eval_every=self.conf.trainer.eval_every,
+            max_steps=self.conf.trainer.max_steps,
+            collector=self.collector,
+            clock=self.clock,
+            stop=self.stop,
+            flush_metrics=self.flush_metrics,
+            record_files=(lambda: record_files(self.run_dir)) if self.primary else (lambda: None),
+            set_rollout_seed=self.set_rollout_seed,
+            run_eval=self.run_eval,
+            progress=self.progress,
+            reward_error=lambda: self.reward_error,
+            global_steps=lambda: self.cluster.global_steps,
+        )
+
     def metric_fn(self, prompts, completions, rewards, advantages, **fields):  # noqa: ANN001, ANN201
         """Tunix metric_fn: reward statistics and samples of the step being rolled out."""
         step = self.cluster.global_steps + 1
@@ -279,12 +304,11 @@ class TrainingSession:
         (rlexp.train.heap: the caller paused it)."""
         from rlexp.tracking import NoTracker
         from rlexp.train.cluster import build_cluster, build_learner, prompt_width
-        from rlexp.train.hooks import GracefulStop, StepHooks, StopTraining
+        from rlexp.train.hooks import StepHooks, StopTraining
         from rlexp.train.profile import install_profiler, stop_open_trace
 
         started = time.perf_counter()
         t = self.conf.trainer
-        self._check_run_dir()
         # the tracker's process imports its backend (wandb ~1.2 s) on the other core while this one loads
         tracker = self._spawn_tracker()
         try:
@@ -311,8 +335,8 @@ class TrainingSession:
         # pad prompts to the longest one this run will see (train and eval), not to max_prompt_tokens
         width = prompt_width([r["prompt"] for r in self.train_rows + self.eval_rows], tokenizer, t.max_prompt_tokens)
         heap.settle()  # jax, Tunix, the models: RLCluster's own gc.collect() then skips them
-        # the cluster restores the newest checkpoint: a damaged one is set aside first (rlexp.train.checkpoints)
-        with restorable(self.run_dir, can_move=self.primary and jax.process_count() == 1):
+        # the cluster restores the newest checkpoint (the plan set damaged ones aside: rlexp.train.checkpoints)
+        with restorable(self.run_dir):
             self.cluster = build_cluster(
                 self.conf, actor, reference, tokenizer, self.meshes, self.collector, self.run_dir, width, critic
             )
@@ -322,12 +346,12 @@ class TrainingSession:
 
             self.episodes = EpisodeRunner(self.conf, tokenizer)
             install(learner, self.episodes)
-        self.cluster.actor_trainer.with_training_hooks(StepHooks(self))
+        self.start_step = start_step = self.cluster.actor_trainer.train_steps  # > 0 after a restore
+        self.cluster.actor_trainer.with_training_hooks(StepHooks(self._step_context()))
         self.clock.time_saves(self.cluster.actor_trainer.checkpoint_manager, t.checkpoint_every)
         carry_rows(self.cluster, self.collector, self.clock, t.checkpoint_every)
         self.clock.time_close(self.cluster)
         self.profile = install_profiler(self.cluster.actor_trainer, self.conf, self.run_dir)  # profile.steps
-        self.start_step = start_step = self.cluster.actor_trainer.train_steps  # > 0 after a restore
         written: set[int] = set()  # the steps metrics.jsonl holds
         if self.primary:
             # steps after the checkpoint are redone: drop what an interrupted run wrote of them. Without a
@@ -358,8 +382,7 @@ class TrainingSession:
         self.set_rollout_seed(start_step + 1)
         self.clock.restart()
         self.train_started = self.clock.last_end
-        with GracefulStop() as self.stop:
-            self.stop.run_dir = self.run_dir if self.primary else None
+        with self.stop:
             try:
                 if start_step < t.max_steps:
                     shuffle = self.conf.dataset.shuffle != "maxtext"
@@ -402,7 +425,7 @@ class TrainingSession:
     def _summary(self, status: str, steps: int, wall: float) -> dict[str, Any]:
         from hydra.core.hydra_config import HydraConfig
 
-        from rlexp.config.cost import summary_cost
+        from rlexp.config.cost import actual_cost
 
         overrides = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
         summary = {
@@ -422,12 +445,17 @@ class TrainingSession:
                 "skipped": self.data_skipped,
             },
             # estimate and actual chip-hours side by side, and the judge tokens the rewards counted
-            "cost": summary_cost(self.conf, wall, _judge_tokens(getattr(self, "rewards", None))),
+            # the plan's estimate (made before the run) beside what the run used
+            "cost": {
+                "estimate": self.plan.cost,
+                "actual": actual_cost(self.conf, wall, _judge_tokens(getattr(self, "rewards", None))),
+            },
             # profile.steps: the trace's folder, once a trace was written (a run stopped before the window has none)
             "profile": self.profile if self.profile and storage.exists(self.profile) else None,
             "perf": perf.summary(),  # the perf patches applied (perf.patches) and the kernels built
             "versions": rundir.versions(),
             "overrides": overrides,
+            "plan": self.plan.to_dict(),  # the decisions plan.json holds (rlexp.train.plan)
         }
         if "before" in self.evals and "after" in self.evals:
             summary["eval"]["gain"] = {

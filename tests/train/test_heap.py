@@ -71,7 +71,10 @@ def _run(tmp_path: Path) -> float:
         "reward.functions=[{fn: arith_correct}, {fn: arith_format, weight: 0.1}, {fn: test_heap_probe, weight: 0.0}]"
     )
     cfg = compose_cfg([*SHORT, "trainer.max_steps=4", "trainer.checkpoint_every=4", rewards])
-    return train(to_config(cfg), cfg, tmp_path)
+    from rlexp.train.plan import make_plan
+
+    conf = to_config(cfg)
+    return train(make_plan(conf, cfg, str(tmp_path), lambda: None), conf, cfg)
 
 
 @pytest.mark.slow

@@ -43,8 +43,11 @@ def _sigterm_reward():
 def run(run_dir: Path, overrides: list[str]) -> float:
     cfg = compose_cfg(overrides)
     from rlexp.config.load import to_config
+    from rlexp.train.plan import DONE, make_plan
 
-    return train(to_config(cfg), cfg, run_dir)
+    conf = to_config(cfg)
+    plan = make_plan(conf, cfg, str(run_dir), lambda: None)  # as `python -m rlexp` plans it (rlexp.main)
+    return float(plan.objective or 0.0) if plan.action == DONE else train(plan, conf, cfg)
 
 
 def records(run_dir: Path, name: str = "metrics.jsonl") -> list[dict]:

@@ -1,0 +1,205 @@
+"""The run plan (rlexp.train.plan): made once before JAX, each check of a run runs once, and training trusts it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from rlexp.errors import RunError
+from rlexp.train import runlock
+from rlexp.train.plan import DONE, PLAN_FILE, SUBMIT, TRAIN, RunPlan, make_plan, read_plan
+from tests.helpers import compose_cfg
+
+# Every check a run makes before its first step, by the modules that define them.
+CHECKS = {
+    "rlexp.config.values": ("check_values",),
+    "rlexp.config.validate": ("check_rules", "check_steps"),
+    "rlexp.config.memory": ("check_fits", "estimate_memory"),
+    "rlexp.config.cost": ("estimate_cost",),
+    "rlexp.checks": ("check_rules",),
+    "rlexp.models.loader": ("check_model_dir",),
+    "rlexp.train.rundir": ("check_run_dir",),
+    "rlexp.train.runlock": ("finished_run", "take"),
+    "rlexp.train.checkpoints": ("fall_back_to_restorable",),
+}
+
+
+def count_checks(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """Wrap every check wherever a module of rlexp holds it (its own module, or one that imported it by name),
+    counting its calls under `module.name`."""
+    import importlib
+
+    calls: Counter[str] = Counter()
+    for module, names in CHECKS.items():
+        mod = importlib.import_module(module)
+        for name in names:
+            original, key = getattr(mod, name), f"{module}.{name}"
+
+            def counted(*args, _original=original, _key=key, **kwargs):  # noqa: ANN002, ANN003, ANN202
+                calls[_key] += 1
+                return _original(*args, **kwargs)
+
+            for holder in [m for n, m in list(sys.modules.items()) if n.startswith("rlexp") and m is not None]:
+                for held in [k for k, v in vars(holder).items() if v is original]:  # under any name
+                    monkeypatch.setattr(holder, held, counted)
+    return calls
+
+
+def plan_of(run_dir: Path, *overrides: str) -> RunPlan:
+    from rlexp.config.load import to_config
+
+    cfg = compose_cfg(["logger=none", *overrides])
+    return make_plan(to_config(cfg), cfg, str(run_dir), lambda: None)
+
+
+def checkpoint(run_dir: Path, step: int, metadata: str = "{}") -> Path:
+    """A checkpoint step with whole (or, with `metadata` not JSON, damaged) files, as the header check reads them."""
+    step_dir = run_dir / "checkpoints" / "actor" / str(step)
+    (step_dir / "model_params").mkdir(parents=True)
+    (step_dir / "model_params" / "_METADATA").write_text(metadata)
+    return step_dir
+
+
+def test_a_new_run_dir_is_planned_from_scratch_with_its_estimates_and_lock(tmp_path: Path) -> None:
+    plan = plan_of(tmp_path)
+    assert plan.action == TRAIN and plan.run_dir == plan.records_dir == str(tmp_path)
+    assert plan.resume_step == 0 and plan.set_aside == ()
+    assert plan.lock == str(tmp_path / runlock.LOCK) and (tmp_path / runlock.LOCK).is_file()
+    assert plan.memory is not None and plan.memory["total"] > 0 and plan.memory["model"] == "tiny"
+    assert plan.cost is not None and plan.cost["steps"] == 300
+    assert plan.checked_train_rows == 4096  # dataset.train_size: max_steps was checked against it
+    runlock.release(str(tmp_path))
+
+
+def test_the_plan_names_the_checkpoint_it_resumes_from_and_the_damaged_one_it_set_aside(tmp_path: Path) -> None:
+    checkpoint(tmp_path, 4)
+    checkpoint(tmp_path, 8, metadata="{cut")
+    plan = plan_of(tmp_path)
+    assert plan.resume_step == 4
+    assert plan.set_aside == ((8, "model_params/_METADATA not JSON"),)
+    assert (tmp_path / "checkpoints.unrestorable" / "actor" / "8").is_dir()
+    assert not (tmp_path / "checkpoints" / "actor" / "8").exists()
+    runlock.release(str(tmp_path))
+
+
+def test_no_whole_checkpoint_refuses_the_plan_in_one_line(tmp_path: Path) -> None:
+    checkpoint(tmp_path, 4, metadata="[")
+    with pytest.raises(RunError, match="cannot be restored .*start over in another hydra.run.dir"):
+        plan_of(tmp_path)
+    runlock.release(str(tmp_path))
+
+
+def test_plan_json_is_readable_and_replays_the_same_plan(tmp_path: Path) -> None:
+    checkpoint(tmp_path, 2)
+    checkpoint(tmp_path, 6, metadata="{")
+    plan = plan_of(tmp_path)
+    plan.write()
+    text = (tmp_path / PLAN_FILE).read_text()
+    data = json.loads(text)
+    assert text.startswith('{\n  "action": "train"')  # indented for a person
+    assert data["resume_step"] == 2 and data["set_aside"] == [{"step": 6, "why": "model_params/_METADATA not JSON"}]
+    assert data["records"] == str(tmp_path / ".hydra")
+    assert data["memory"] == plan.memory and data["cost"] == plan.cost
+    assert read_plan(str(tmp_path)) == plan
+    runlock.release(str(tmp_path))
+
+
+def test_a_submitted_job_is_planned_without_the_checks_its_launcher_makes(tmp_path: Path) -> None:
+    plan = make_plan(*_conf_cfg(), str(tmp_path), lambda: "gke")
+    assert plan.action == SUBMIT and plan.launcher == "gke" and plan.lock is None and plan.memory is None
+    assert not (tmp_path / runlock.LOCK).exists()
+
+
+def _conf_cfg() -> tuple:
+    from rlexp.config.load import to_config
+
+    cfg = compose_cfg(["logger=none"])
+    return to_config(cfg), cfg
+
+
+def test_a_bad_value_is_named_before_the_launcher_is_asked(tmp_path: Path) -> None:
+    from rlexp.config.load import to_config
+    from rlexp.errors import ConfigError
+
+    asked = []
+    cfg = compose_cfg(["logger=none", "seed=-1"])
+    with pytest.raises(ConfigError, match="seed"):
+        make_plan(to_config(cfg), cfg, str(tmp_path), lambda: asked.append(1))
+    assert not asked
+
+
+def test_a_completed_run_is_planned_as_done_with_its_objective(tmp_path: Path) -> None:
+    summary = {"status": "completed", "train": {"steps": 300}, "eval": {"after": {"pass_at_1": 0.5}}}
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    plan = plan_of(tmp_path)
+    assert (plan.action, plan.completed_steps, plan.objective) == (DONE, 300, 0.5)
+    assert not (tmp_path / runlock.LOCK).exists()
+
+
+# A run short enough for a test (the tiny default, 2 steps, one eval in the middle).
+TINY = [
+    "trainer.max_steps=2",
+    "trainer.eval_every=1",
+    "trainer.checkpoint_every=2",
+    "trainer.eval_prompts=8",
+    "trainer.eval_samples=2",
+    "logger=none",
+]
+
+
+def run_in_process(monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
+    """`python -m rlexp <args>` in this process (its exit status)."""
+    from rlexp.__main__ import entry
+
+    monkeypatch.setattr(sys, "argv", ["rlexp", *args])
+    try:
+        entry()
+    except SystemExit as e:
+        return int(e.code or 0)
+    return 0
+
+
+@pytest.mark.slow
+def test_one_run_makes_each_check_once_and_records_its_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import rlexp.checks  # noqa: F401 - its names are counted where they are held
+    import rlexp.config.cost
+    import rlexp.models.loader
+    import rlexp.train.checkpoints
+    import rlexp.train.rundir  # noqa: F401
+
+    run = tmp_path / "run"
+    calls = count_checks(monkeypatch)
+    assert run_in_process(monkeypatch, *TINY, f"hydra.run.dir={run}") == 0
+    every = [f"{m}.{n}" for m, names in CHECKS.items() for n in names]
+    assert {k: calls[k] for k in every} == dict.fromkeys(every, 1)
+    plan = json.loads((run / PLAN_FILE).read_text())
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["plan"] == plan and plan["action"] == TRAIN and plan["resume_step"] == 0
+    assert summary["cost"]["estimate"] == plan["cost"]  # the estimate the run was planned with
+
+    calls.clear()  # the same command again: the plan finds the run completed, and nothing else runs
+    assert run_in_process(monkeypatch, *TINY, f"hydra.run.dir={run}") == 0
+    assert calls["rlexp.train.rundir.check_run_dir"] == 1 and calls["rlexp.train.runlock.finished_run"] == 1
+    assert (
+        calls["rlexp.train.checkpoints.fall_back_to_restorable"] == 0 and calls["rlexp.config.cost.estimate_cost"] == 0
+    )
+
+
+def test_rlexp_validate_reports_the_estimates_a_run_is_planned_with(tmp_path: Path) -> None:
+    from rlexp.data.registry import load_splits
+    from tests.helpers import compose_conf, run_rlexp
+
+    rows = load_splits(compose_conf([]).dataset).train[:2]
+    completions = tmp_path / "completions.jsonl"
+    completions.write_text("".join(json.dumps({"id": r["id"], "completion": str(r["answer"])}) + "\n" for r in rows))
+    over = ["logger=none", "validate.rows=2", f"validate.completions={completions}"]
+    done = run_rlexp(*over, f"hydra.run.dir={tmp_path / 'v'}", module="rlexp.validate", timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    validation = json.loads((tmp_path / "v" / "validation.json").read_text())
+    plan = json.loads(json.dumps(plan_of(tmp_path / "run", *over).to_dict()))
+    assert validation["memory"] == plan["memory"] and validation["cost"] == plan["cost"]
+    runlock.release(str(tmp_path / "run"))
