@@ -2,8 +2,9 @@
 jobs, serve_reward, scripts): a bad input ends with one line, `rlexp: error: <key>=<value>: <what>; <fix>`.
 
 Exit status 2 for a usage error, 1 for a failure at run time (rlexp.errors). `RlexpError` from any layer is
-printed as it is; Hydra's composition and override-grammar errors, OmegaConf's interpolation errors and
-OS errors naming a file are translated here. Anything else keeps its traceback (a bug in rlexp), and
+printed as it is. A Hydra app's overrides are checked before Hydra composes (`check_command_line`:
+rlexp.config.overrides); Hydra's composition errors that only composing finds, OmegaConf's interpolation errors and
+OS errors naming a file are translated here, from the texts in `TEXTS`, each pinned by a test. Anything else keeps its traceback (a bug in rlexp), and
 HYDRA_FULL_ERROR=1 or `--debug` keeps the traceback for every error. A run that fails after it took its run
 dir appends the full traceback to `<run dir>/<job>.log`.
 """
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import atexit
 import datetime
-import difflib
 import os
 import re
 import sys
@@ -32,12 +32,24 @@ from rlexp.errors import (
 
 T = TypeVar("T")
 
-_MISSING_OPTION = re.compile(
-    r"Could not find '([^']+)/([^']+)'.*?Available options in '[^']+':\n(.*?)(?:\nConfig search path|\Z)", re.S
-)
-_UNKNOWN_KEY = re.compile(r"Could not override '([^']+)'")
-_APPEND_HINT = re.compile(r"use \+(\S+?)=(.*)$", re.M)
-_CONVERT = re.compile(r"could not be converted to (\w+)")
+# The texts of Hydra's and OmegaConf's exceptions still read here, for what only composing finds (an option of
+# `hydra/...`, a key of a free-form dict, an interpolation). Each is pinned against the pinned hydra-core and
+# omegaconf by tests/cli/test_hydra_texts.py; where one no longer matches, the error still ends in one line
+# (its first line and where to look), not a traceback. Everything checkable before composing is rlexp's own:
+# rlexp.config.overrides.
+TEXTS = {
+    "missing_option": re.compile(
+        r"Could not find '([^']+)/([^']+)'.*?Available options in '[^']+':\n(.*?)(?:\nConfig search path|\Z)", re.S
+    ),
+    "unknown_key": re.compile(r"Could not override '([^']+)'"),
+    "append_hint": re.compile(r"use \+(\S+?)=(.*)$", re.M),
+    "key_exists": re.compile(r"An item is already at '([^']+)'"),
+    "delete_missing": re.compile(r"Could not delete from config. '([^']+)' does not exist"),
+    "no_deletion": re.compile(r"does not support deletion"),
+    "deleting": re.compile(r"override ~(\S+)"),
+    "override": re.compile(r"override (\S+)=(\S*)"),
+    "interpolation_key": re.compile(r"'([^']+)'"),
+}
 
 # Where a run that took its run dir logs: set by the Hydra app once its checks passed (`take_run_log`).
 _run_log: str | None = None
@@ -67,57 +79,59 @@ def _kv(override: str) -> str:
     return f"{key.lstrip('+~')}={value}"
 
 
-def _option_message(group: str, option: str, listing: str) -> str:
-    options = [o.strip() for o in listing.split() if o.strip() and not o.strip().endswith("_schema")]
-    near = difflib.get_close_matches(option, options, n=1, cutoff=0.6)
-    hint = f"did you mean {near[0]}? " if near else ""
-    return f"{group}={option!r}: no such option; {hint}use one of {', '.join(options)}"
-
-
 def _hydra_message(ex: BaseException, text: str) -> str | None:
     from hydra.errors import ConfigCompositionException, HydraException, MissingConfigException, OverrideParseException
     from omegaconf.errors import OmegaConfBaseException
 
-    from rlexp.config.keys import unknown_key_error
+    from rlexp.config.keys import key_fix
+    from rlexp.config.overrides import grammar_error, option_error, type_fix
 
-    m = _MISSING_OPTION.search(text)
+    if isinstance(ex, OverrideParseException):  # the typed exception names the override: no text read
+        return str(grammar_error(ex.override or next((a for a in sys.argv[1:] if a in text), "?")))
+    m = TEXTS["missing_option"].search(text)
     if isinstance(ex, MissingConfigException) and m:
-        return _option_message(m.group(1), m.group(2), m.group(3))
-    if isinstance(ex, OverrideParseException):
-        lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith(("Error parsing", "See https"))]
-        reason = (lines[0] if lines else "cannot parse it").split(" expecting ")[0].strip()
-        override = ex.override or next((a for a in sys.argv[1:] if a in text), "?")
-        return (
-            f"{override}: not a valid override ({reason}); write key=value, a sweep as key=a,b or "
-            "key=range(1,4), and quote values holding , ( ) [ ] { } or spaces"
-        )
-    appended = re.search(r"An item is already at '([^']+)'", text)
+        return str(option_error(m.group(1), m.group(2), m.group(3).split()))
+    appended = TEXTS["key_exists"].search(text)
     if appended:
         given = _override_with(appended.group(1) + "=") or f"+{appended.group(1)}=..."
         return f"{_kv(given)}: the key exists already; set it without the + ({_kv(given)})"
-    deleted = re.search(r"Could not delete from config. '([^']+)' does not exist", text)
+    deleted = TEXTS["delete_missing"].search(text)
     if deleted:
-        return str(unknown_key_error(deleted.group(1), None)).replace("=None:", ": cannot delete it,", 1)
-    if "does not support deletion" in str(ex.__cause__) and re.search(r"override ~(\S+)", text):
-        key = re.search(r"override ~(\S+)", text).group(1).partition("=")[0]  # type: ignore[union-attr]
+        return f"{deleted.group(1)}: cannot delete it, no such key; {key_fix(deleted.group(1))}"
+    deleting = TEXTS["deleting"].search(text)
+    if TEXTS["no_deletion"].search(str(ex.__cause__)) and deleting:
+        key = deleting.group(1).partition("=")[0]
         return f"~{key}: a key of the schema cannot be deleted; set it to another value (null where allowed)"
     cause = ex.__cause__ if isinstance(ex.__cause__, OmegaConfBaseException) else None
     if isinstance(ex, ConfigCompositionException) and cause is not None:
-        unknown = _UNKNOWN_KEY.search(text)
+        unknown = TEXTS["unknown_key"].search(text)
         if unknown and unknown.group(1):
-            hint = _APPEND_HINT.search(text)
-            return str(unknown_key_error(unknown.group(1), hint.group(2) if hint else "?"))
+            return _unknown_key_message(unknown.group(1), TEXTS["append_hint"].search(text))
         key = getattr(cause, "full_key", None) or ""
         reason = str(cause).splitlines()[0].strip()
-        override = re.search(r"override (\S+)=(\S*)", text)
+        override = TEXTS["override"].search(text)
         value = override.group(2) if override else None
-        typed = _CONVERT.search(reason)
-        fix = f"give a {typed.group(1).lower()}" if typed else "see python -m rlexp --cfg job for the key's type"
-        return f"{key or (override.group(1) if override else '?')}={value!r}: {reason}; {fix}"
-    if isinstance(ex, HydraException):
+        where = key or (override.group(1) if override else "?")
+        return f"{where}={value!r}: {reason}; {type_fix(where)}"
+    if isinstance(ex, HydraException):  # a text no pattern above knows (another Hydra release): still one line
         first = text.strip().splitlines()[0] if text.strip() else type(ex).__name__
         return f"{first}; see python -m rlexp --help"
     return None
+
+
+def _unknown_key_message(key: str, hint: re.Match[str] | None) -> str:
+    """A key Hydra could not set: undeclared (the nearest declared one), or one a free-form dict lacks (add it)."""
+    from rlexp.config.keys import schema_field, unknown_key_error
+    from rlexp.errors import ConfigError
+
+    value = hint.group(2) if hint else "?"
+    try:
+        found = schema_field(key, value)
+    except ConfigError as err:
+        return str(err)
+    if found is None:  # below `model.extra`, `reward.functions[i].kwargs`, ...: any key, added with +
+        return f"{key}={value!r}: not in this config yet; add it with +{key}={value}"
+    return str(unknown_key_error(key, value))
 
 
 def _omegaconf_message(ex: BaseException) -> str | None:
@@ -127,7 +141,7 @@ def _omegaconf_message(ex: BaseException) -> str | None:
         return None
     reason = str(ex).splitlines()[0].strip() if str(ex).strip() else type(ex).__name__
     if isinstance(ex, InterpolationResolutionError):
-        inner = re.search(r"'([^']+)'", reason)
+        inner = TEXTS["interpolation_key"].search(reason)
         user = _override_with("${" + inner.group(1)) if inner else None
         user = user or _override_with("${")
         where = _kv(user) if user else f"{getattr(ex, 'full_key', None) or '?'}"
@@ -201,6 +215,25 @@ def install() -> None:
     wrap_error_reporting(_report, quiet=_quiet)
 
 
+_checked: list[str] | None = None  # the command line check_command_line passed last
+
+
+def check_command_line(argv: list[str]) -> None:
+    """Refuse a Hydra app's command line before Hydra composes it: an override's grammar, group option, key or
+    value type (rlexp.config.overrides), one ConfigError whatever Hydra's wording. Once per command line."""
+    global _checked
+    if argv == _checked:
+        return
+    from rlexp.compat.hydra import command_line
+    from rlexp.config.load import CONF_DIR
+    from rlexp.config.overrides import check_overrides
+
+    parsed = command_line(argv)
+    if parsed is not None:
+        check_overrides(parsed[0], CONF_DIR, multirun=parsed[1])
+    _checked = list(argv)
+
+
 def _interrupted() -> NoReturn:
     print_error(RunError("interrupted (Ctrl-C); rerun the same command to start again or resume"))
     end_quietly_on_interrupt()
@@ -218,6 +251,7 @@ def run(main: Callable[[], T]) -> T:
     # a log file on a full disk: not a "--- Logging error ---" traceback per line; the run's error says it
     logging.raiseExceptions = full_traceback()
     try:
+        check_command_line(sys.argv[1:])
         return main()
     except RlexpError as err:
         exit_with_message(err)

@@ -107,6 +107,7 @@ def check_before_printing(args: list[str]) -> tuple[int, Any]:
 
     def check() -> int:
         nonlocal typed
+        cli.check_command_line(args)  # grammar, options, keys, types: before composing
         overrides = _overrides(args)
         typed = to_config(compose(overrides))
         check_algorithm_keys(typed.trainer)  # e.g. a KL coefficient for DAPO, which has no KL term

@@ -148,3 +148,44 @@ def test_a_sigterm_during_teardown_leaves_the_commands_status(tmp_path) -> None:
     out = run_rlexp("trainer.batch_size=0", f"hydra.run.dir={tmp_path / 'run'}", env=env)
     assert out.returncode == 2, out.stderr[-2000:]
     assert out.stderr.strip().splitlines()[-1].startswith("rlexp: error: trainer.batch_size=0")
+
+
+# Each mistake rlexp.config.overrides finds before Hydra composes, as the user meets it: the one line in rlexp's
+# own words (no sentence of Hydra's in it), exit status 2, nothing written.
+PRECHECKED = [
+    ("trainer.beta", "trainer.beta: not a valid override (no = between the key and its value); write key=value"),
+    ("model=qwen3_06b", "model='qwen3_06b': no such option; did you mean qwen3_0_6b? use one of gemma4_26b_a4b"),
+    ("+trainer.learning_rat=1e-3", "trainer.learning_rat=0.001: no such key; did you mean trainer.learning_rate?"),
+    ("trainer.max_steps=1.5", "trainer.max_steps='1.5': Value '1.5' of type 'float' could not be converted to "),
+    ("trainer.beta=0,0.04", "trainer.beta=0,0.04: a sweep, one job per value; add -m (--multirun) to run them"),
+    ("model=null", "model=None: a group takes one option's name; use one of"),
+]
+
+
+@pytest.mark.parametrize(("override", "line"), PRECHECKED)
+@pytest.mark.parametrize("module", ["rlexp", "rlexp.validate"])
+def test_a_bad_override_is_refused_before_hydra(override: str, line: str, module: str, tmp_path) -> None:
+    out = run_rlexp(override, f"hydra.run.dir={tmp_path}/run", module=module, cwd=tmp_path, timeout=120)
+    errors = [ln for ln in out.stderr.splitlines() if ln.strip()]
+    assert out.returncode == 2 and len(errors) == 1, out.stderr
+    assert errors[0].startswith(f"rlexp: error: {line}"), errors[0]
+    assert not list(tmp_path.iterdir()), "a refused command wrote files"
+
+
+def test_cfg_job_refuses_a_wrong_type_before_composing(tmp_path) -> None:
+    out = rlexp("--cfg", "job", "trainer.eval_k=[1,x]", cwd=tmp_path)
+    assert out.returncode == 2 and out.stdout == "", out.stdout
+    assert out.stderr.splitlines() == [
+        "rlexp: error: trainer.eval_k='[1,x]': Value 'x' of type 'str' could not be converted to Integer; "
+        "give a list of integers, e.g. [1,2]"
+    ]
+
+
+def test_a_free_form_key_hydra_cannot_set_says_how_to_add_it(tmp_path) -> None:
+    """Only the composed config knows a free-form dict's keys: Hydra's refusal (a pinned text) becomes the fix."""
+    out = rlexp("--cfg", "job", "reward.functions.0.kwargs.model=judge", cwd=tmp_path)
+    assert out.returncode == 2
+    assert out.stderr.splitlines() == [
+        "rlexp: error: reward.functions.0.kwargs.model='judge': not in this config yet; "
+        "add it with +reward.functions.0.kwargs.model=judge"
+    ]

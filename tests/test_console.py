@@ -117,7 +117,7 @@ def test_a_word_that_is_no_command_is_an_override_to_hydra(word: str, tmp_path: 
     assert typed.returncode == module.returncode == 2
     assert typed.stderr == module.stderr
     assert typed.stderr.splitlines() == [
-        f"rlexp: error: {word}: not a valid override (missing EQUAL at '<EOF>'); write key=value, a sweep as "
+        f"rlexp: error: {word}: not a valid override (no = between the key and its value); write key=value, a sweep as "
         "key=a,b or key=range(1,4), and quote values holding , ( ) [ ] { } or spaces"
     ]
 

@@ -10,6 +10,8 @@
   validation; Hydra exports the class only from its internal package.
 - `config_loader`: a `glob(...)` sweep expands only with a config loader, which Hydra gives its sweeper but not
   the multirun callback that writes sweep.json first.
+- `command_line`: the overrides of a Hydra app's command line, read by Hydra's own argument parser (which Hydra
+  exports only from its internal package), so rlexp checks exactly what Hydra will compose.
 """
 
 from __future__ import annotations
@@ -55,6 +57,32 @@ def wrap_error_reporting(handler: Callable[[BaseException], bool], quiet: Callab
         return returned.fget(self)
 
     JobReturn.return_value = property(return_value, returned.fset)  # type: ignore[method-assign]
+
+
+# flags after which the app composes another config, or none at all: rlexp's checks of the overrides stand aside
+_OTHER_MODES = {"-h", "--help", "--hydra-help", "--version", "-sc", "--shell-completion", "-i", "--info"}
+_OTHER_MODES |= {"-cp", "--config-path", "-cn", "--config-name", "-cd", "--config-dir", "--experimental-rerun"}
+
+
+def command_line(argv: Sequence[str]) -> tuple[list[str], bool] | None:
+    """(the overrides, whether it is a multirun) of a Hydra app's command line, as Hydra's parser reads them;
+    None when the line asks for something else than composing rlexp's config (help, another config dir, a rerun)
+    or Hydra's parser refuses it (Hydra then reports it)."""
+    from hydra._internal.utils import get_args_parser
+
+    if any(a.partition("=")[0] in _OTHER_MODES for a in argv):
+        return None
+    parser = get_args_parser()
+
+    def refuse(message: str) -> None:
+        raise ValueError(message)
+
+    parser.error = refuse  # type: ignore[method-assign]  # no usage text on stderr: Hydra's run reports it
+    try:
+        args, _ = parser.parse_known_args(list(argv))
+    except ValueError:
+        return None
+    return list(args.overrides), bool(args.multirun)
 
 
 def apply_value_overrides(overrides: Sequence[Any], cfg: Any) -> None:

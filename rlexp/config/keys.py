@@ -79,10 +79,57 @@ def nearest_key(key: str, root: type = RlexpConfig) -> str | None:
     return match[0] if match else None
 
 
-def unknown_key_error(key: str, value: Any, root: type = RlexpConfig) -> ConfigError:
+def key_fix(key: str, root: type = RlexpConfig) -> str:
+    """What to type instead of an undeclared key: the nearest declared one, or where to see them all."""
     near = nearest_key(key.lstrip("+~"), root)
-    fix = f"did you mean {near}?" if near else "run python -m rlexp --cfg job to see every key"
-    return ConfigError(key.lstrip("+~"), value, f"no such key; {fix}")
+    return f"did you mean {near}?" if near else "run python -m rlexp --cfg job to see every key"
+
+
+def unknown_key_error(key: str, value: Any, root: type = RlexpConfig) -> ConfigError:
+    return ConfigError(key.lstrip("+~"), value, f"no such key; {key_fix(key, root)}")
+
+
+class SchemaField(typing.NamedTuple):
+    """Where a dotted key lands in the schema: the dataclass holding its last part, that part, its type hint, and
+    whether every part is a dataclass field (the key then exists in every composed config; a list item need not)."""
+
+    owner: type
+    name: str
+    hint: Any
+    fixed: bool
+
+
+def schema_field(key: str, value: Any, root: type = RlexpConfig) -> SchemaField | None:
+    """The field a dotted key (`trainer.lora.rank`, `reward.functions.0.weight`) sets; None where the key enters a
+    free-form dict, an `Any` or a list of plain values, whose keys only the composed config knows. Raises
+    ConfigError naming the key at the first part no schema declares, or at a part below a plain value."""
+    hint: Any = root
+    owner, name, fixed = root, "", True
+    parts = key.split(".")
+    for i, part in enumerate(parts):
+        cls = _element_dataclass(hint) if not _is_list(hint) else None
+        if cls is not None:
+            hints = _field_types(cls)
+            if part not in hints:
+                raise unknown_key_error(key, value, root)
+            owner, name, hint = cls, part, hints[part]
+        elif _is_list(hint) and part.isdigit() and _element_dataclass(hint) is not None:
+            hint, fixed = _element_dataclass(hint), False  # an item of a list of dataclasses: its fields are known
+        elif _is_open(hint) or _is_list(hint):
+            return None
+        else:
+            parent = ".".join(parts[:i])
+            raise ConfigError(key, value, f"{parent} holds one value, not keys; set {parent}=<value>")
+    return SchemaField(owner, name, hint, fixed)
+
+
+def _is_list(hint: Any) -> bool:
+    return any(typing.get_origin(h) is list for h in (hint, *typing.get_args(hint)))
+
+
+def _is_open(hint: Any) -> bool:
+    """A free-form dict or an untyped value: any key may be below it."""
+    return hint is Any or any(typing.get_origin(h) is dict or h is Any for h in (hint, *typing.get_args(hint)))
 
 
 def _shown(node: Any) -> Any:

@@ -49,6 +49,13 @@ RLEXP = [
     _c(f"rlexp ~trainer.nothere {RUN}", 2, "trainer.nothere"),
     _c(f"rlexp +trainer.beta=0.1 {RUN}", 2, "trainer.beta=0.1: the key exists already"),
     _c(f"rlexp model.num_layers=??? {RUN}", 2, "model.num_layers"),
+    # refused before Hydra composes (rlexp.config.overrides), in rlexp's words
+    _c(f"rlexp trainer.beta=0,0.04 {RUN}", 2, "trainer.beta=0,0.04: a sweep, one job per value; add -m"),
+    _c(f"rlexp sweep=lr_beta {RUN}", 2, "sweep='lr_beta': sweep is not in the defaults list; add it with +sweep"),
+    _c(f"rlexp model=null {RUN}", 2, "model=None: a group takes one option's name"),
+    _c(f"rlexp trainer.beta.x=1 {RUN}", 2, "trainer.beta.x='1': trainer.beta holds one value, not keys"),
+    _c(f"rlexp trainer.eval_k=[1,x] {RUN}", 2, "give a list of integers"),
+    _c(f"rlexp model.extra.x=1 {RUN}", 2, "model.extra.x='1': not in this config yet; add it with +model.extra.x=1"),
     _c(f"rlexp trainer.adam_b1=1.5 {RUN}", 2, "trainer.adam_b1=1.5"),
     _c(f"rlexp trainer.adam_b1=1.0 {RUN}", 2, "trainer.adam_b1=1.0"),
     _c(f"rlexp trainer.adam_b2=-0.1 {RUN}", 2, "trainer.adam_b2=-0.1"),
