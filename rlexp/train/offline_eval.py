@@ -72,7 +72,14 @@ def eval_config(run_dir: Path | None, hf_dir: Path | None, overrides: list[str])
         for g in groups:
             name = g.partition("=")[0]
             cfg[name] = fresh[name]  # type: ignore[index]
-        cfg = OmegaConf.merge(OmegaConf.structured(RlexpConfig), cfg, OmegaConf.from_dotlist(keys))  # type: ignore[assignment]
+        cfg = OmegaConf.merge(OmegaConf.structured(RlexpConfig), cfg)  # type: ignore[assignment]
+        # keys as Hydra sets them (list items by index: reward.functions.0.kwargs.model=...), not from_dotlist's
+        # merge, which refused an index into a list with "Cannot merge DictConfig with ListConfig"
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        from rlexp.compat.hydra import apply_value_overrides
+
+        apply_value_overrides(OverridesParser.create().parse_overrides(keys), cfg)
     conf = to_config(cfg)
     validate(conf)
     return conf

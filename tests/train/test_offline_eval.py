@@ -75,3 +75,16 @@ def test_bad_targets_end_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixtu
         status, err = main(args), capsys.readouterr().err
         assert status == code and message in err, (args, err[-800:])
         assert len(err.strip().splitlines()) == 1 and err.startswith("rlexp: error: "), err
+
+
+def test_a_list_item_key_overrides_the_runs_config(tmp_path: Path) -> None:
+    """`rlexp eval RUN reward.functions.1.weight=0.5`: a key inside a list item is set as Hydra sets it (the run's
+    recorded config merged with OmegaConf's dotlist refused it: "Cannot merge DictConfig with ListConfig")."""
+    from omegaconf import OmegaConf
+
+    from rlexp.train.offline_eval import eval_config
+
+    (tmp_path / ".hydra").mkdir()
+    (tmp_path / ".hydra" / "config.yaml").write_text(OmegaConf.to_yaml(compose_cfg(RUN)))
+    conf = eval_config(tmp_path, None, ["reward.functions.1.weight=0.5", "seed=3"])
+    assert [f.weight for f in conf.reward.functions] == [1.0, 0.5] and conf.seed == 3
