@@ -84,7 +84,7 @@ def run(cfg: DictConfig) -> float:
     from rlexp.checks import check_config
 
     check_config(conf)
-    from rlexp.models.loader import check_model_dir
+    from rlexp.families.load import check_model_dir
     from rlexp.train.distributed import prepare_in_job
 
     check_model_dir(conf.model)  # a local model folder: config.json and whole safetensors, before JAX

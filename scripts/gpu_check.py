@@ -191,6 +191,7 @@ def part_c(p: Part, work: Path, outdir: Path) -> dict[str, Any]:
         return statistics.median(f(r) for r in steps)
 
     from rlexp.config.flops import forward_flops_per_token
+
     from rlexp.config.hardware import PEAK_FLOPS_PER_CHIP
     from rlexp.config.schema import ModelConfig
 

@@ -53,7 +53,7 @@ class _Report:
 
 
 def _memory(cfg: RlexpConfig, rep: _Report) -> dict[str, Any] | None:
-    from rlexp.config.memory import estimate_memory, format_estimate
+    from rlexp.estimates.memory import estimate_memory, format_estimate
 
     try:
         est = estimate_memory(cfg)
@@ -68,8 +68,8 @@ def _memory(cfg: RlexpConfig, rep: _Report) -> dict[str, Any] | None:
 
 
 def _cost(cfg: RlexpConfig, rep: _Report) -> dict[str, Any] | None:
-    """Chip-hours and cost of the run (rlexp.config.cost); an unreadable calibration run dir fails the check."""
-    from rlexp.config.cost import estimate_cost, format_cost
+    """Chip-hours and cost of the run (rlexp.estimates.cost); an unreadable calibration run dir fails the check."""
+    from rlexp.estimates.cost import estimate_cost, format_cost
 
     est = rep.run("cost", lambda: estimate_cost(cfg))
     if est is not None:

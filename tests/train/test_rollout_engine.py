@@ -196,7 +196,8 @@ def test_lean_sampler_returns_what_tunix_sampler_returns(options: dict) -> None:
     from jax.sharding import AxisType, Mesh
     from tunix.generate import sampler as sampler_lib
 
-    from rlexp.models.loader import load_model, load_tokenizer
+    from rlexp.families.load import load_model
+    from rlexp.models.loader import load_tokenizer
     from rlexp.train.cluster import lean_rollout_engine, rollout_config
 
     conf = compose_conf()
