@@ -13,6 +13,8 @@ from rlexp.config.schema import ModelConfig
 from rlexp.errors import ConfigError, RlexpError
 from rlexp.families.spec import FamilySpec
 
+__all__ = ["FamilySpec", "family_of", "family_of_model_type", "families", "register", "unregister"]
+
 _FAMILIES: dict[str, FamilySpec] = {}
 _BUILTIN_MODULES = (
     "rlexp.families.qwen3",

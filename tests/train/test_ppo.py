@@ -51,10 +51,10 @@ def test_critic_is_in_the_memory_estimate() -> None:
     ],
 )
 def test_ppo_rules_refuse_in_one_line(overrides: list[str], key: str, says: str) -> None:
-    from rlexp.config.validate import validate
+    from rlexp.checks import check_config  # the critic's family is the family's rule
 
     with pytest.raises(ConfigError) as err:
-        validate(compose_conf(["trainer=ppo", *overrides]))
+        check_config(compose_conf(["trainer=ppo", *overrides]))
     assert err.value.key == key and says in str(err.value) and "\n" not in str(err.value)
 
 

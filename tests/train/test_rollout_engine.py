@@ -129,8 +129,10 @@ def test_vanilla_leaves_vllm_fields_at_tunix_defaults() -> None:
     ],
 )
 def test_rollout_rules_refuse_in_one_line(overrides: list[str], message: str) -> None:
+    from rlexp.checks import check_config  # the experts over FSDP are the family's rule
+
     with pytest.raises(ConfigError) as err:
-        validate(compose_conf(overrides))
+        check_config(compose_conf(overrides))
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
