@@ -38,7 +38,8 @@ from tunix.rl.rollout.base_rollout import RolloutConfig
 from tunix.sft.hooks import TrainingHooks
 from tunix.sft.metrics_logger import MetricsLoggerOptions
 from transformers import AutoTokenizer
-from rlexp.models.loader import load_model, resolve_model_dir
+from rlexp.families.load import load_model
+from rlexp.models.loader import resolve_model_dir
 from rlexp.data.registry import load_splits
 from rlexp.rewards.registry import make_reward_fn
 from tests.helpers import compose_conf

@@ -119,7 +119,7 @@ def check_before_printing(args: list[str]) -> tuple[int, Any]:
 
 def print_memory_estimate(conf: Any) -> None:
     """After `--cfg`: the per-chip memory estimate of the checked config, as a YAML comment line."""
-    from rlexp.config.memory import estimate_memory, format_estimate
+    from rlexp.estimates.memory import estimate_memory, format_estimate
 
     try:
         est = estimate_memory(conf)

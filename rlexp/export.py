@@ -1,7 +1,7 @@
 """`python -m rlexp.export <run dir | checkpoints/actor/<step>> --out <dir>`: a Hugging Face model folder.
 
 Loads the run's base model, restores the actor checkpoint (merging LoRA adapters), and writes
-model.safetensors with the base checkpoint's config.json and tokenizer files (rlexp.models.export).
+model.safetensors with the base checkpoint's config.json and tokenizer files (rlexp.families.export).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     def run() -> int:
-        from rlexp.models.export import export
+        from rlexp.families.export import export
 
         dest = export(args.checkpoint, args.out)
         log.info("wrote %s (model.safetensors, config.json, tokenizer)", dest)

@@ -36,7 +36,7 @@ def main(cfg: DictConfig) -> None:
     if conf.validate.completions:
         read_completions(conf.validate.completions)
     else:
-        from rlexp.models.loader import check_model_dir
+        from rlexp.families.load import check_model_dir
 
         check_model_dir(conf.model)  # the model samples the completions: its folder must be whole
     out_dir = conf.output_dir or HydraConfig.get().runtime.output_dir

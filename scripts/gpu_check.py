@@ -190,9 +190,9 @@ def part_c(p: Part, work: Path, outdir: Path) -> dict[str, Any]:
     def med(f: Any) -> float:
         return statistics.median(f(r) for r in steps)
 
-    from rlexp.config.flops import forward_flops_per_token
     from rlexp.config.hardware import PEAK_FLOPS_PER_CHIP
     from rlexp.config.schema import ModelConfig
+    from rlexp.estimates.flops import forward_flops_per_token
 
     dims = {k: getattr(w, k) for k in ("num_layers", "vocab_size", "embed_dim", "hidden_dim", "num_heads")}
     model = ModelConfig(name=w.name, num_kv_heads=w.num_kv_heads, head_dim=w.head_dim, max_context=w.max_context,

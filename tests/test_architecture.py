@@ -1,7 +1,7 @@
 """The package's layers: every import (lazy ones inside functions included) points down, never up or sideways.
 
 Bottom to top (ARCHITECTURE.md): log_setup -> errors -> compat -> fixes -> perf -> config -> storage -> data, rewards,
-models -> tools -> checks ->
+models -> families -> estimates -> tools -> checks ->
 tracking -> train -> sweep -> report -> launch -> the launcher plugin -> entry points. A room may import
 its own modules and any room below it. Peers on one level (data, rewards, models) do not import each other.
 """
@@ -23,6 +23,8 @@ LAYERS: list[set[str]] = [
     {"config"},
     {"storage"},
     {"data", "rewards", "models"},
+    {"families"},  # model families as registered specs: builders (models), rules, size terms, export names
+    {"estimates"},  # memory, cost and FLOPs, composed from the family's terms
     {"tools"},  # tool registry, call formats (the python tool runs in rewards' sandbox)
     {"checks"},
     {"tracking"},

@@ -23,7 +23,7 @@ def make_run(run_dir: Path, model: ModelConfig | None, overrides: list[str], ste
     from tunix.sft.checkpoint_manager import CheckpointManager
 
     from rlexp.config.load import to_config
-    from rlexp.models.loader import load_model
+    from rlexp.families.load import load_model
 
     cfg = compose_cfg(overrides)
     if model is not None:
@@ -89,7 +89,7 @@ def test_bf16_lora_run_exports_merged_weights(tmp_path):
 
 @pytest.mark.slow
 def test_gpt_oss_and_gemma4_runs_export(tmp_path):
-    from rlexp.models.hf_config import model_config_from_hf
+    from rlexp.families.hf_config import model_config_from_hf
     from tests.models.hf_reference import VOCAB, make_model, save_reference
     from tests.models.test_parity_gemma4 import tiny_gemma4_config
     from tests.models.test_parity_gpt_oss import tiny_gpt_oss_config

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from rlexp.config.flops import forward_flops_per_token
 from rlexp.config.schema import ModelConfig
+from rlexp.estimates.flops import forward_flops_per_token
 from tests.helpers import REPO, rlexp_env
 
 

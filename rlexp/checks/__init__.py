@@ -2,8 +2,9 @@
 
 `check_config` is the one call the entry points and the launchers make before anything is loaded (a run's
 plan, rlexp.train.plan, makes it in two halves: `check_values`, then `check_rules`): the config layer's rules
-(types, ranges, mesh, memory, context length), plus the names that only the registries of the data and reward
-layers know. The preflight (`rlexp.checks.data_preflight`)
+(types, ranges, mesh, context length), the model family's (`rlexp.families.rules`), the memory fit
+(`rlexp.estimates.memory.check_fits`), plus the names that only the registries of the data and reward layers
+know. The preflight (`rlexp.checks.data_preflight`)
 then loads rows and renders prompts, and `rlexp.checks.reward_preflight` scores completions.
 """
 
@@ -16,12 +17,14 @@ from rlexp.config.validate import check_rules as check_config_rules
 from rlexp.config.values import check_values
 from rlexp.data.registry import known_loaders
 from rlexp.errors import ConfigError
+from rlexp.estimates.memory import check_fits
+from rlexp.families.rules import check_family
 from rlexp.rewards.registry import check_kwargs, known_reward_fns
 
 
 def check_config(cfg: RlexpConfig) -> dict[str, Any]:
     """Raise ConfigError on the first broken rule; when the config is runnable, return the memory estimate
-    (rlexp.config.memory) it was checked against."""
+    (rlexp.estimates.memory) it was checked against."""
     check_values(cfg)
     return check_rules(cfg)
 
@@ -29,7 +32,9 @@ def check_config(cfg: RlexpConfig) -> dict[str, Any]:
 def check_rules(cfg: RlexpConfig) -> dict[str, Any]:
     """`check_config` once `check_values` passed (rlexp.train.plan checks the values first, before it asks
     whether a remote launcher takes the job); returns the memory estimate."""
-    memory = check_config_rules(cfg)
+    check_config_rules(cfg)  # the config layer's rules across keys
+    check_family(cfg)  # source, family, extras, base vs -it hub id, what the family's implementation supports
+    memory = check_fits(cfg)  # chips of known memory only (TPU/GPU slices); the message carries the numbers
     loaders = known_loaders()
     if cfg.dataset.loader not in loaders:
         raise ConfigError("dataset.loader", cfg.dataset.loader, f"use one of {', '.join(sorted(loaders))}")
@@ -49,8 +54,8 @@ def estimates(cfg: RlexpConfig, memory: dict[str, Any] | None = None) -> dict[st
     """The memory and cost estimates a run is planned with (rlexp.train.plan) and `rlexp validate` reports
     (`memory`: the one the config's rules were checked against). A cost that cannot be estimated (a calibration
     run dir that went away) is {"error": ...}: the run itself is fine."""
-    from rlexp.config.cost import estimate_cost
-    from rlexp.config.memory import estimate_memory
+    from rlexp.estimates.cost import estimate_cost
+    from rlexp.estimates.memory import estimate_memory
 
     try:
         cost: dict[str, Any] = estimate_cost(cfg)

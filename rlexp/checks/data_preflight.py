@@ -53,7 +53,7 @@ class _Report:
 
 
 def _memory(cfg: RlexpConfig, rep: _Report, checked: dict[str, Any] | None) -> dict[str, Any] | None:
-    from rlexp.config.memory import estimate_memory, format_estimate
+    from rlexp.estimates.memory import estimate_memory, format_estimate
 
     try:
         est = checked if checked is not None else estimate_memory(cfg)
@@ -70,7 +70,7 @@ def _memory(cfg: RlexpConfig, rep: _Report, checked: dict[str, Any] | None) -> d
 def _cost(cfg: RlexpConfig, rep: _Report, memory: dict[str, Any] | None) -> dict[str, Any] | None:
     """Chip-hours and cost of the run, as a run's plan estimates them (rlexp.checks.estimates); an unreadable
     calibration run dir fails the check."""
-    from rlexp.config.cost import format_cost
+    from rlexp.estimates.cost import format_cost
 
     est = rep.run("cost", lambda: estimates(cfg, memory or {})["cost"])
     if est is not None and "error" in est:

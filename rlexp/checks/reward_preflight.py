@@ -51,7 +51,8 @@ def sample_completions(cfg: RlexpConfig, prompts: list[str], n: int, max_new: in
     from jax.sharding import AxisType, Mesh
     from tunix.generate.sampler import CacheConfig, Sampler
 
-    from rlexp.models.loader import load_model, load_tokenizer
+    from rlexp.families.load import load_model
+    from rlexp.models.loader import load_tokenizer
 
     m, t = cfg.model, cfg.trainer
     tokenizer = load_tokenizer(m)

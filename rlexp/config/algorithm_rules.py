@@ -3,13 +3,11 @@ overlong shaping, and the overlong buffer against the completion budget. Pure Py
 
 from __future__ import annotations
 
-from rlexp.config.schema import ModelConfig, TrainerConfig
+from rlexp.config.schema import TrainerConfig
 from rlexp.errors import ConfigError
 
 # The algorithms whose loss has no KL term to the reference policy.
 NO_KL = ("dapo",)
-# Families whose Tunix 0.1.7 model hands out its final hidden states (`output_hidden_states`), which PPO's critic reads.
-CRITIC_FAMILIES = ("qwen3",)
 
 
 def overlong_buffer(t: TrainerConfig) -> int:
@@ -73,11 +71,7 @@ def _check_ppo(t: TrainerConfig) -> None:
         raise ConfigError("trainer.ppo.kl_method", p.kl_method, "use one of kl, mse_kl, low_var_kl")
 
 
-def check_critic_family(t: TrainerConfig, m: ModelConfig) -> None:
-    if t.algorithm == "ppo" and m.family not in CRITIC_FAMILIES:
-        raise ConfigError(
-            "trainer.algorithm",
-            "ppo",
-            f"PPO's critic reads the final hidden states, which Tunix 0.1.7's {m.family} model does not expose; "
-            f"use a model of family {', '.join(CRITIC_FAMILIES)}",
-        )
+def needs_critic(t: TrainerConfig) -> bool:
+    """Whether the algorithm trains a critic on the policy's final hidden states (PPO): only families whose
+    model hands them out can run it (`FamilySpec.critic`, checked by rlexp.families.rules)."""
+    return t.algorithm == "ppo"

@@ -65,7 +65,7 @@ GPU_SLICES: dict[str, tuple[int, int, str, float]] = {
     "gpu-2x8xh200": (2, 8, "h200", 141.0),
 }
 
-# Dense bf16 FLOP/s per chip, the denominator of `perf/mfu` (rlexp/config/flops.py). TPUs: the Cloud TPU system
+# Dense bf16 FLOP/s per chip, the denominator of `perf/mfu` (rlexp/estimates/flops.py). TPUs: the Cloud TPU system
 # architecture pages. H200: the 8192^3 bf16 matmul rate measured on one (788 TFLOP/s; the datasheet's 989 is not
 # reached by any kernel). CPU, per core: 2 AVX-512 FMA units x 16 fp32 lanes x 2 FLOP x 3 GHz (XLA's f32 dots
 # reach 160-200 GFLOP/s a core on the Zen 5 of benchmarks/README.md).

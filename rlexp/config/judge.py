@@ -1,5 +1,5 @@
 """The LLM judge's prompt template: its default and its placeholders, shared by the reward (`rlexp.rewards.judge`)
-and the cost estimate (`rlexp.config.cost`), which sizes a judge call from the template before anything loads."""
+and the cost estimate (`rlexp.estimates.cost`), which sizes a judge call from the template before anything loads."""
 
 from __future__ import annotations
 

@@ -355,7 +355,7 @@ class ValidateConfig:
 
 @dataclass
 class CostConfig:
-    """Chip-hours and cost per run (rlexp/config/cost.py): printed by validate and launches, kept in summary.json."""
+    """Chip-hours and cost per run (rlexp/estimates/cost.py): printed by validate and launches, kept in summary.json."""
 
     price_per_chip_hour: float | None = None  # USD; null: the accelerator's public on-demand list price
     step_time_s: float | None = None  # seconds per step; null: calibration, measured table, roofline estimate

@@ -1,7 +1,8 @@
 """Checks a composed config before anything heavy runs (no JAX import here).
 
-Every rule raises `ConfigError(key, value, fix)`, which the entry point prints as one line.
-Rules that need data or weights (row counts of real datasets, checkpoint shapes) run later,
+Every rule raises `ConfigError(key, value, fix)`, which the entry point prints as one line. These are the config
+layer's own rules; the model family's rules (`rlexp.families.rules`) and the memory fit (`rlexp.estimates.memory`)
+sit above it and run after these in `rlexp.checks.check_config`. Rules that need data or weights (row counts of real datasets, checkpoint shapes) run later,
 when those are loaded, and raise the same error type.
 """
 
@@ -9,13 +10,9 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
 
 from rlexp.config.agent_rules import check_agent
-from rlexp.config.algorithm_rules import check_critic_family
 from rlexp.config.derived import resolve_mesh
-from rlexp.config.family_rules import check_model_option
-from rlexp.config.memory import check_fits
 from rlexp.config.schema import RlexpConfig, RolloutConfig, TrainerConfig
 from rlexp.config.values import check_values
 from rlexp.errors import ConfigError
@@ -112,31 +109,26 @@ def _check_eval(t: TrainerConfig) -> None:
         )
 
 
-def validate(cfg: RlexpConfig) -> dict[str, Any]:
-    """Raise ConfigError on the first broken rule; when the config is runnable, return the memory estimate
-    (rlexp.config.memory) it was checked against."""
+def validate(cfg: RlexpConfig) -> None:
+    """Raise ConfigError on the first broken rule of the config layer (`rlexp.checks.check_config` runs them all,
+    the model family's and the memory fit included)."""
     check_values(cfg)  # finite numbers, known words, ranges of single keys (rlexp.config.values)
     return check_rules(cfg)
 
 
-def check_rules(cfg: RlexpConfig) -> dict[str, Any]:
+def check_rules(cfg: RlexpConfig) -> None:
     """`validate` after `check_values` passed (a run's plan checks the values before it decides where the job
-    runs): the rules across keys, then the memory estimate, which it returns."""
+    runs): the config layer's rules across keys."""
     t, m, s = cfg.trainer, cfg.model, cfg.slice
     _check_trainer(t)
     _choice("model.dtype", m.dtype, DTYPES)
     _choice("model.param_dtype", m.param_dtype, DTYPES)
     _choice("model.remat", m.remat, ("none", "full"))
-    check_model_option(m)  # source, family, extras, base vs -it hub id
-    check_critic_family(t, m)  # PPO's critic reads hidden states only some Tunix models expose
     _choice("slice.kind", s.kind, ("cpu", "gpu", "tpu"))
     _positive("slice.devices", s.devices)
     if not 0 <= s.rollout_devices < s.devices:
         raise ConfigError("slice.rollout_devices", s.rollout_devices, f"use 0 (colocated) or fewer than {s.devices}")
     fsdp, _tp = resolve_mesh(s)
-    experts = int(m.extra.get("num_experts") or 0) if m.family in ("qwen3", "gemma4") else 0
-    if experts and s.kind == "tpu" and experts % fsdp:  # Tunix splits the experts over FSDP (expert parallelism)
-        raise ConfigError("slice.mesh.fsdp", s.mesh.fsdp, f"the FSDP size {fsdp} must divide the {experts} experts")
     _check_rollout(cfg)
     for key in ("micro_batch_size", "rollout_micro_batch_size"):
         micro = getattr(t, key)
@@ -179,7 +171,6 @@ def check_rules(cfg: RlexpConfig) -> dict[str, Any]:
     check_agent(cfg)  # turns, budgets, the tool-call format the chat template carries
     _check_profile(cfg)
     _choice("logger.name", cfg.logger.name, ("none", "wandb", "tensorboard"))
-    return check_fits(cfg)  # chips of known memory only (TPU/GPU slices); the message carries the numbers
 
 
 def _check_rollout(cfg: RlexpConfig) -> None:

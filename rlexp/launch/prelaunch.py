@@ -1,7 +1,7 @@
 """The checks a launcher runs before it submits anything.
 
 Per job (cheap, no downloads): the config rules (`rlexp.checks.check_config`), the mesh against the slice, the
-memory estimate, the cost estimate (`rlexp.config.cost`; each distinct one printed, and the sweep's total). Once
+memory estimate, the cost estimate (`rlexp.estimates.cost`; each distinct one printed, and the sweep's total). Once
 per distinct model/data combination of a sweep: the project's preflight (`rlexp.checks.data_preflight`) with downloads
 disabled, so it checks the tokenizer, data and weights only when they are at hand and names every check it could
 not run. A dry run therefore needs neither weights nor network.
@@ -57,7 +57,7 @@ class SharedChecks:
         self.costs: list[dict] = []  # one per job
 
     def run_once(self, cfg: RlexpConfig, raw: Any, out_dir: Path) -> None:
-        from rlexp.config.cost import estimate_cost
+        from rlexp.estimates.cost import estimate_cost
 
         self._estimate(cfg)
         self.costs.append(estimate_cost(cfg))
@@ -89,7 +89,7 @@ class SharedChecks:
 
     def _estimate(self, cfg: RlexpConfig) -> None:
         """Memory per chip; each distinct estimate of the sweep is printed once."""
-        from rlexp.config.memory import estimate_memory, format_estimate
+        from rlexp.estimates.memory import estimate_memory, format_estimate
 
         line = format_estimate(estimate_memory(cfg))
         self.estimates.setdefault(line, (cfg.model.name, cfg.slice.name))
@@ -100,7 +100,7 @@ class SharedChecks:
             print(f"rlexp: {line}")
         if len(lines) > MAX_ESTIMATE_LINES:
             print(f"rlexp: ... {len(lines) - MAX_ESTIMATE_LINES} more distinct memory estimates in this sweep")
-        from rlexp.config.cost import format_cost, format_total, sweep_total
+        from rlexp.estimates.cost import format_cost, format_total, sweep_total
 
         lines = list(dict.fromkeys(format_cost(c) for c in self.costs))
         for line in lines[:MAX_ESTIMATE_LINES]:

@@ -1,25 +1,19 @@
-"""A run's actor checkpoint as a Hugging Face model folder (what `python -m rlexp.export` writes).
+"""The parts of an export (`python -m rlexp.export`) that hold for every family: the run's checkpoint and config,
+the folder to write, a model's nnx parameters, the base checkpoint's tensors, restoring the actor, writing shards.
 
-Loads the run's base model (its `.hydra/config.yaml` names it), restores the actor checkpoint
-(merging LoRA adapters when the run trained some), converts the weights back to the Hugging Face
-names and layouts of the family, and writes model.safetensors with the base checkpoint's
-config.json and tokenizer files. Tensors of the base checkpoint that rlexp does not train (a vision
-tower, say) are copied unchanged, so `transformers` loads the folder like the original.
+`rlexp.families.export` puts them together with the family's names for the Hugging Face tensors.
 """
 
 from __future__ import annotations
 
 import json
-import re
-import shutil
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from rlexp.config.schema import ModelConfig, RlexpConfig
+from rlexp.config.schema import RlexpConfig
 from rlexp.errors import RlexpError, RunError
-from rlexp.models.hub import CONFIG_AND_TOKENIZER_FILES
 
 SHARD = 5 * 2**30  # bytes per safetensors file, as the hub writes them
 
@@ -85,121 +79,7 @@ def flat_params(model: Any) -> dict[str, np.ndarray]:
     return {".".join(str(getattr(p, "key", getattr(p, "idx", p))) for p in path): np.asarray(v) for path, v in leaves}
 
 
-def hf_tensors(m: ModelConfig, params: dict[str, np.ndarray], prefix: str = "model.") -> dict[str, np.ndarray]:
-    """Hugging Face tensors of a family's nnx parameters (the inverse of its loader's mapping)."""
-    out: dict[str, np.ndarray] = {}
-    for key, v in params.items():
-        name = _hf_name(m, key, v, prefix)
-        if name is None:
-            continue
-        for hf_key, value in name:
-            out[hf_key] = np.ascontiguousarray(value)
-    return out
-
-
-def _hf_name(m: ModelConfig, key: str, v: np.ndarray, prefix: str) -> list[tuple[str, np.ndarray]] | None:
-    d = m.embed_dim
-    top = {
-        "embedder.input_embedding": f"{prefix}embed_tokens.weight",
-        "final_norm.w": f"{prefix}norm.weight",
-        "final_norm.scale": f"{prefix}norm.weight",
-    }
-    if key in top:
-        return [(top[key], v)]
-    if key in ("lm_head.w", "lm_head"):
-        return [("lm_head.weight", v.T)]
-    if m.family == "gemma4":
-        return _gemma4_name(m, key, v, prefix)
-    match = re.fullmatch(r"layers\.(\d+)\.(.+)", key)
-    if not match:
-        return None
-    i, rest = match.groups()
-    p = f"{prefix}layers.{i}."
-    if m.family == "gpt_oss":
-        table = {
-            "attn.q_proj": ("self_attn.q_proj.weight", lambda x: x.reshape(d, -1).T),
-            "attn.k_proj": ("self_attn.k_proj.weight", lambda x: x.reshape(d, -1).T),
-            "attn.v_proj": ("self_attn.v_proj.weight", lambda x: x.reshape(d, -1).T),
-            "attn.o_proj": ("self_attn.o_proj.weight", lambda x: x.reshape(-1, d).T),
-            "attn.q_bias": ("self_attn.q_proj.bias", lambda x: x.reshape(-1)),
-            "attn.k_bias": ("self_attn.k_proj.bias", lambda x: x.reshape(-1)),
-            "attn.v_bias": ("self_attn.v_proj.bias", lambda x: x.reshape(-1)),
-            "attn.o_bias": ("self_attn.o_proj.bias", lambda x: x),
-            "attn.sinks": ("self_attn.sinks", lambda x: x),
-            "mlp.router_w": ("mlp.router.weight", lambda x: x.T),
-            "mlp.router_b": ("mlp.router.bias", lambda x: x),
-            "mlp.gate_up_proj": ("mlp.experts.gate_up_proj", lambda x: x),
-            "mlp.gate_up_bias": ("mlp.experts.gate_up_proj_bias", lambda x: x),
-            "mlp.down_proj": ("mlp.experts.down_proj", lambda x: x),
-            "mlp.down_bias": ("mlp.experts.down_proj_bias", lambda x: x),
-            "input_layernorm.w": ("input_layernorm.weight", lambda x: x),
-            "post_attention_layernorm.w": ("post_attention_layernorm.weight", lambda x: x),
-        }
-    else:  # qwen3, llama3 (Tunix layouts)
-        table = {
-            "attn.q_proj.w": ("self_attn.q_proj.weight", lambda x: x.reshape(d, -1).T),
-            "attn.k_proj.w": ("self_attn.k_proj.weight", lambda x: x.reshape(d, -1).T),
-            "attn.v_proj.w": ("self_attn.v_proj.weight", lambda x: x.reshape(d, -1).T),
-            "attn.o_proj.w": ("self_attn.o_proj.weight", lambda x: x.reshape(-1, d).T),
-            "attn.q_norm.w": ("self_attn.q_norm.weight", lambda x: x),
-            "attn.k_norm.w": ("self_attn.k_norm.weight", lambda x: x),
-            "mlp.gate_proj.kernel": ("mlp.gate_proj.weight", lambda x: x.T),
-            "mlp.up_proj.kernel": ("mlp.up_proj.weight", lambda x: x.T),
-            "mlp.down_proj.kernel": ("mlp.down_proj.weight", lambda x: x.T),
-            "input_layernorm.w": ("input_layernorm.weight", lambda x: x),
-            "post_attention_layernorm.w": ("post_attention_layernorm.weight", lambda x: x),
-        }
-    if rest not in table:
-        raise RlexpError(f"export of {m.family} does not know parameter {key}")
-    name, fn = table[rest]
-    return [(p + name, fn(v))]
-
-
-def _gemma4_name(m: ModelConfig, key: str, v: np.ndarray, prefix: str) -> list[tuple[str, np.ndarray]] | None:
-    d, layers = m.embed_dim, m.num_layers
-    emb = {
-        "embedder.per_layer_input_embedding": ("embed_tokens_per_layer.weight", lambda x: x.reshape(x.shape[0], -1)),
-        "embedder.per_layer_model_projection.w": ("per_layer_model_projection.weight", lambda x: x.reshape(d, -1).T),
-        "embedder.per_layer_projection_norm.scale": ("per_layer_projection_norm.weight", lambda x: x),
-    }
-    if key in emb:
-        name, fn = emb[key]
-        return [(prefix + name, fn(v))]
-    match = re.fullmatch(r"layers\.(\d+)\.(.+)", key)
-    if not match:
-        return None
-    i, rest = match.groups()
-    p = f"{prefix}layers.{i}."
-    shared = int(i) >= layers - int(m.extra.get("num_kv_shared_layers", 0))
-    if rest == "attn.kv_einsum.w":  # [2, K, D, H] -> k_proj, v_proj [K*H, D]; shared layers have none
-        if shared:
-            return []
-        return [(p + f"self_attn.{n}_proj.weight", v[j].transpose(0, 2, 1).reshape(-1, d)) for j, n in enumerate("kv")]
-    if rest == "attn._key_norm.scale":
-        return [] if shared else [(p + "self_attn.k_norm.weight", v)]
-    table = {
-        "attn.q_einsum.w": ("self_attn.q_proj.weight", lambda x: x.transpose(0, 2, 1).reshape(-1, d)),
-        "attn.attn_vec_einsum.w": ("self_attn.o_proj.weight", lambda x: x.reshape(-1, d).T),
-        "attn._query_norm.scale": ("self_attn.q_norm.weight", lambda x: x),
-        "mlp.gate_proj.kernel": ("mlp.gate_proj.weight", lambda x: x.T),
-        "mlp.up_proj.kernel": ("mlp.up_proj.weight", lambda x: x.T),
-        "mlp.down_proj.kernel": ("mlp.down_proj.weight", lambda x: x.T),
-        "pre_attention_norm.scale": ("input_layernorm.weight", lambda x: x),
-        "post_attention_norm.scale": ("post_attention_layernorm.weight", lambda x: x),
-        "pre_ffw_norm.scale": ("pre_feedforward_layernorm.weight", lambda x: x),
-        "post_ffw_norm.scale": ("post_feedforward_layernorm.weight", lambda x: x),
-        "skip_scale": ("layer_scalar", lambda x: x),
-        "per_layer_input_gate.w": ("per_layer_input_gate.weight", lambda x: x.T),
-        "per_layer_projection.w": ("per_layer_projection.weight", lambda x: x.T),
-        "post_per_layer_input_norm.scale": ("post_per_layer_input_norm.weight", lambda x: x),
-    }
-    if rest not in table:
-        raise RlexpError(f"export of gemma4 does not know parameter {key}")
-    name, fn = table[rest]
-    return [(p + name, fn(v))]
-
-
-def _source_tensors(folder: Path) -> dict[str, Any]:
+def source_tensors(folder: Path) -> dict[str, Any]:
     """Names (and lazy readers) of the base checkpoint's tensors."""
     from rlexp.models.checkpoint import safetensors_files
     from rlexp.models.gpt_oss.params import read_safetensors
@@ -209,52 +89,6 @@ def _source_tensors(folder: Path) -> dict[str, Any]:
         for name, value in read_safetensors(path):
             out[name] = value
     return out
-
-
-def export(target: str, out: str) -> Path:
-    """Write the Hugging Face folder for a run's latest (or the given) actor checkpoint; returns it."""
-    from rlexp.models.loader import load_model, resolve_model_dir
-
-    run_dir, ckpt_root, step = find_checkpoint(Path(target).expanduser())
-    cfg = run_config(run_dir)
-    check_out(out)  # before any weight is loaded
-    m, lora = cfg.model, cfg.trainer.lora
-    base_dir = resolve_model_dir(m)
-    model = load_model(m, None)
-    if lora.rank > 0:
-        from rlexp.models.lora import apply_lora
-
-        model = apply_lora(model, lora, None, seed=cfg.seed)
-    restore_actor(model, ckpt_root, step, lora_only=lora.rank > 0)
-    if lora.rank > 0:
-        from rlexp.models.lora import merged_state
-
-        params = merged_state(model, lora.alpha, lora.rank)
-    else:
-        params = flat_params(model)
-    source = _source_tensors(base_dir)
-    prefix = "model.language_model." if any(k.startswith("model.language_model.") for k in source) else "model."
-    tensors = hf_tensors(m, params, prefix)
-    if m.family == "gpt_oss":  # MXFP4 experts are written back dequantised
-        source = {k: v for k, v in source.items() if not k.endswith(("_blocks", "_scales"))}
-    dtype = {"float32": np.float32, "bfloat16": None, "float16": np.float16}[m.param_dtype]
-    for name, value in source.items():
-        if name not in tensors and not (name == "lm_head.weight" and m.extra.get("tie_word_embeddings")):
-            tensors[name] = np.ascontiguousarray(value)
-    if dtype is not None:
-        tensors = {k: (v.astype(dtype) if v.dtype.kind == "f" else v) for k, v in tensors.items()}
-    dest = Path(out).expanduser()
-    if dest.resolve() == Path(base_dir).resolve():
-        raise RlexpError(f"--out {out} is the base checkpoint's folder; export into a new folder")
-    dest.mkdir(parents=True, exist_ok=True)
-    write_shards(tensors, dest, {"format": "pt", "rlexp_step": str(step)})
-    for name in CONFIG_AND_TOKENIZER_FILES:
-        if (base_dir / name).is_file():
-            shutil.copy(base_dir / name, dest / name)
-    config = json.loads((dest / "config.json").read_text())
-    config.pop("quantization_config", None)  # weights are written dequantised
-    (dest / "config.json").write_text(json.dumps(config, indent=2))
-    return dest
 
 
 def write_shards(tensors: dict[str, np.ndarray], dest: Path, metadata: dict[str, str], max_bytes: int = SHARD) -> None:

@@ -112,38 +112,51 @@ def decoder_dims(m: ModelConfig) -> dict[str, int]:
     return {k: getattr(m, k) for k in DECODER_DIMS}
 
 
-def tunix_config(m: ModelConfig) -> Any:
+def _common(m: ModelConfig) -> dict[str, Any]:
     x = m.extra
-    common = dict(
+    return dict(
         **decoder_dims(m),
         rope_theta=x["rope_theta"],
         norm_eps=x["norm_eps"],
         rope_positions=m.max_context,  # validated: prompt + completion tokens never exceed it
     )
-    if m.family == "qwen3":
-        remat = qwen3_lib.RematConfig.DECODER if m.remat == "full" else qwen3_lib.RematConfig.NONE
-        experts = int(x.get("num_experts") or 0)  # Qwen3-MoE: every layer's MLP is routed experts of hidden_dim
-        return Qwen3Config(
-            **common,
-            num_experts=experts or None,
-            num_experts_per_tok=int(x["experts_per_token"]) if experts else None,
-            use_tied_embedding=bool(x["tie_word_embeddings"]),
-            remat_config=remat,
-            dtype=jnp_dtype(m.dtype),
-            param_dtype=jnp_dtype(m.param_dtype),
-        )
+
+
+def qwen3_config(m: ModelConfig) -> Qwen3Config:
+    x = m.extra
+    remat = qwen3_lib.RematConfig.DECODER if m.remat == "full" else qwen3_lib.RematConfig.NONE
+    experts = int(x.get("num_experts") or 0)  # Qwen3-MoE: every layer's MLP is routed experts of hidden_dim
+    return Qwen3Config(
+        **_common(m),
+        num_experts=experts or None,
+        num_experts_per_tok=int(x["experts_per_token"]) if experts else None,
+        use_tied_embedding=bool(x["tie_word_embeddings"]),
+        remat_config=remat,
+        dtype=jnp_dtype(m.dtype),
+        param_dtype=jnp_dtype(m.param_dtype),
+    )
+
+
+def llama3_config(m: ModelConfig) -> Llama3Config:
+    x = m.extra
     remat = llama3_lib.RematConfig.DECODER if m.remat == "full" else llama3_lib.RematConfig.NONE
     scaling = tuple(sorted(dict(x.get("rope_scaling") or {}).items()))
-    return Llama3Config(**common, weight_tying=bool(x["tie_word_embeddings"]), remat_config=remat, rope_scaling=scaling)
+    return Llama3Config(
+        **_common(m), weight_tying=bool(x["tie_word_embeddings"]), remat_config=remat, rope_scaling=scaling
+    )
 
 
-def create(m: ModelConfig, ckpt_dir: str, mesh: Any = None) -> Any:
-    """Load a Qwen3 or Llama 3 checkpoint in Hugging Face layout."""
-    cfg = tunix_config(m)
-    if m.family == "qwen3":
-        mapping, pre = qwen3_checkpoint_mapping()
-        cls = Qwen3
-    else:
-        cls, mapping, pre = Llama3, llama3_checkpoint_mapping(), None
+def create_qwen3(m: ModelConfig, ckpt_dir: str, mesh: Any = None) -> Any:
+    """Load a Qwen3 (or Qwen3-MoE) checkpoint in Hugging Face layout."""
+    mapping, pre = qwen3_checkpoint_mapping()
+    return _load(m, ckpt_dir, mesh, Qwen3, qwen3_config(m), mapping, pre)
+
+
+def create_llama3(m: ModelConfig, ckpt_dir: str, mesh: Any = None) -> Any:
+    """Load a Llama 3 checkpoint in Hugging Face layout."""
+    return _load(m, ckpt_dir, mesh, Llama3, llama3_config(m), llama3_checkpoint_mapping(), None)
+
+
+def _load(m: ModelConfig, ckpt_dir: str, mesh: Any, cls: type, cfg: Any, mapping: Any, pre: Any) -> Any:
     # llama3 in Tunix has no compute-dtype knob: its weights are held in model.param_dtype
     return load_with_tunix(ckpt_dir, cls, cfg, mapping, mesh=mesh, preprocess_fn=pre, dtype=jnp_dtype(m.param_dtype))

@@ -15,7 +15,7 @@ Same peak RSS (the buffers are live at the peak either way); 0.6 million faults 
 the same run. For small models it costs: the embedded default's buffers are a few MB, which glibc reuses anyway,
 and with one arena its cold run took 27-30 s instead of 25 s (steps 38-41 vs 30-33 ms; threads contend for the
 one heap). So a training process on a CPU slice sets this (`rlexp.train.run.setup_jax`) only when its estimated
-activations (`rlexp.config.memory`) reach `LARGE_BUFFER`, the size above which a thread's arena maps each block
+activations (`rlexp.estimates.memory`) reach `LARGE_BUFFER`, the size above which a thread's arena maps each block
 afresh; on glibc only (elsewhere nothing changes). Leaving `malloc` out of `perf.patches` keeps glibc's defaults.
 """
 

@@ -128,7 +128,9 @@ def health(run: Run) -> list[Flag]:
             if clipped is not None and clipped >= 0.2:
                 flags.append(Flag("warn", "reward_clipping", f"{name} = {clipped:.0%} over the last 10 %"))
     errors = _finite([v for _, v in run.series("rewards/error_ratio")])
-    bad_calls = [n for n in run.metric_names() if n.endswith("/errors")]  # every errored value, non-finite ones included
+    bad_calls = [
+        n for n in run.metric_names() if n.endswith("/errors")
+    ]  # every errored value, non-finite ones included
     per_fn = sum(_finite([v for n in bad_calls for _, v in run.series(n)]))
     if errors and max(errors) > 0:
         sev = "bad" if max(errors) >= 0.1 else "warn"

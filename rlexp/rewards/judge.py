@@ -21,7 +21,7 @@ A completion none of whose samples scored is NaN: the reward set counts it as an
 and scores it 0. The API key is read from the environment variable `api_key_env` at each call and
 is never stored, logged or written. `drain_metrics()` reports, per step, the judge's token usage
 (the endpoint's `usage`), per-call latency and the RPC-error and invalid ratios;
-`price_per_million_tokens` prices the tokens (rlexp.config.cost).
+`price_per_million_tokens` prices the tokens (rlexp.estimates.cost).
 """
 
 from __future__ import annotations

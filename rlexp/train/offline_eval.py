@@ -19,9 +19,9 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from rlexp import storage
+from rlexp.checks import check_rules
 from rlexp.config.load import compose, to_config
 from rlexp.config.schema import GROUP_SCHEMAS, RlexpConfig
-from rlexp.config.validate import validate
 from rlexp.errors import ConfigError, RlexpError
 
 log = logging.getLogger(__name__)
@@ -81,7 +81,7 @@ def eval_config(run_dir: Path | None, hf_dir: Path | None, overrides: list[str])
 
         apply_value_overrides(OverridesParser.create().parse_overrides(keys), cfg)
     conf = to_config(cfg)
-    validate(conf)
+    check_rules(conf)
     return conf
 
 
@@ -109,7 +109,7 @@ def eval_rows(conf: RlexpConfig, tokenizer: Any) -> list[dict[str, Any]]:
 
 def load_policy(conf: RlexpConfig, root: Path | None, step: int | None) -> Any:
     """The model to evaluate: the base (or exported) weights, the actor checkpoint restored over them."""
-    from rlexp.models.loader import load_model
+    from rlexp.families.load import load_model
 
     model = load_model(conf.model, None)
     if root is None:

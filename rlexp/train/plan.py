@@ -34,8 +34,8 @@ class RunPlan:
     resume_step: int = 0  # the newest restorable checkpoint's step; 0: training starts from scratch
     set_aside: tuple[tuple[int, str], ...] = ()  # damaged checkpoint steps moved aside, and why
     lock: str | None = None  # the run dir's lock this process holds (none in pods and Slurm jobs)
-    memory: dict[str, Any] | None = None  # rlexp.config.memory.estimate_memory, per trainer chip
-    cost: dict[str, Any] | None = None  # rlexp.config.cost.estimate_cost (or {"error": ...})
+    memory: dict[str, Any] | None = None  # rlexp.estimates.memory.estimate_memory, per trainer chip
+    cost: dict[str, Any] | None = None  # rlexp.estimates.cost.estimate_cost (or {"error": ...})
     checked_train_rows: int | None = None  # the train rows max_steps was checked against (dataset.train_size)
     completed_steps: int | None = None  # action=done: the steps the earlier run completed
     objective: float | None = None  # action=done: that run's objective
@@ -82,7 +82,7 @@ def make_plan(conf: RlexpConfig, cfg: Any, records_dir: str, remote: Callable[[]
     if launcher is not None:  # the launcher's own checks run there (rlexp.launch.prelaunch)
         return RunPlan(SUBMIT, run_dir, records_dir, launcher=launcher)
     from rlexp.checks import check_rules, estimates
-    from rlexp.models.loader import check_model_dir
+    from rlexp.families.load import check_model_dir
     from rlexp.train.distributed import in_cluster_job, prepare_in_job
 
     memory = check_rules(conf)  # every other rule of the config; the memory estimate it checked

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from omegaconf import DictConfig
 
 from rlexp import perf
-from rlexp.config.memory import estimate_memory
 from rlexp.config.schema import RlexpConfig
 from rlexp.errors import ConfigError, RunError, print_error
+from rlexp.estimates.memory import estimate_memory
 from rlexp.perf.malloc import LARGE_BUFFER, reuse_freed_memory
 from rlexp.train import distributed, heap, rundir
 

@@ -24,13 +24,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlexp import log_setup, perf, storage
 from rlexp.config.derived import loads_reference_copy
-from rlexp.config.flops import step_rates
 from rlexp.config.schema import RlexpConfig
 from rlexp.config.validate import check_steps
 from rlexp.config.values import EVAL_METRICS
 from rlexp.data.registry import load_splits
 from rlexp.data.templates import check_turn_markers, render_splits
 from rlexp.errors import ConfigError, RlexpError, RunError
+from rlexp.estimates.flops import step_rates
 from rlexp.rewards.compose import RewardErrorBudgetExceeded, build_rewards
 from rlexp.rewards.registry import probe_services
 from rlexp.tools.toolbox import tools_prompt
@@ -104,7 +104,7 @@ class TrainingSession:
 
     def _load_models(self) -> tuple[Any, Any]:
         """The policy and the reference model (None when the policy's frozen base or nothing serves as it)."""
-        from rlexp.models.loader import load_model
+        from rlexp.families.load import load_model
         from rlexp.train.cluster import build_meshes
 
         self.meshes = build_meshes(self.conf)
@@ -119,10 +119,10 @@ class TrainingSession:
         return base, reference
 
     def _load_critic(self) -> Any:
-        """PPO's value model (rlexp.models.critic); None for the other algorithms."""
+        """PPO's value model (rlexp.families.critic); None for the other algorithms."""
         if self.conf.trainer.algorithm != "ppo":
             return None
-        from rlexp.models.critic import load_critic
+        from rlexp.families.critic import load_critic
 
         return load_critic(self.conf, self.meshes[0])
 
@@ -208,7 +208,7 @@ class TrainingSession:
 
     def flush_metrics(self, last_step: int) -> None:
         records = self.collector.pop_until(last_step)
-        for r in records:  # whole by now: the step's time and its rollout's completion length (rlexp.config.flops)
+        for r in records:  # whole by now: the step's time and its rollout's completion length (rlexp.estimates.flops)
             if STEP in r:
                 r.update(step_rates(self.conf, r[STEP], r.get("completions/mean_length")))
         if records:
@@ -425,7 +425,7 @@ class TrainingSession:
     def _summary(self, status: str, steps: int, wall: float) -> dict[str, Any]:
         from hydra.core.hydra_config import HydraConfig
 
-        from rlexp.config.cost import actual_cost
+        from rlexp.estimates.cost import actual_cost
 
         overrides = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
         summary = {

@@ -99,7 +99,7 @@ def as_run_error(run_dir: str, err: BaseException) -> RunError | None:
 def checkpoint_bytes(conf: Any) -> int:
     """A lower bound of one saved step: its stored parameters (the tiny default's step: 480 KiB on disk for 486 KiB
     of float32 parameters; orbax's zstd shrinks AdamW's moments), so a warning is never a false alarm."""
-    from rlexp.config.memory import BYTES, lora_param_count, param_count
+    from rlexp.estimates.model_terms import BYTES, lora_param_count, param_count
 
     m, t = conf.model, conf.trainer
     stored = lora_param_count(m, t.lora.rank) if t.lora.rank > 0 else param_count(m)  # LoRA: the adapters alone

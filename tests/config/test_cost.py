@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rlexp.config.cost import (
+from rlexp.estimates.cost import (
     PRICE_PER_CHIP_HOUR,
     estimate_cost,
     format_cost,

@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from rlexp.config.cost import active_params
-from rlexp.config.flops import MFU, STEP_TFLOPS, TOKENS_PER_SEC, forward_flops_per_token, step_flops, step_rates
 from rlexp.config.hardware import CPU_PEAK_FLOPS_PER_CORE, peak_flops
+from rlexp.estimates.flops import MFU, STEP_TFLOPS, TOKENS_PER_SEC, forward_flops_per_token, step_flops, step_rates
+from rlexp.estimates.model_terms import active_params
 from tests.helpers import compose_conf
 
 

@@ -15,7 +15,7 @@ from tests.helpers import REPO
 IMPORT_PROBE = """
 import json
 import rlexp.models.loader, rlexp.models.tunix_text, rlexp.models.gemma4, rlexp.models.lora, rlexp.train.cluster
-import rlexp.models.critic, rlexp.train.dapo, rlexp.train.ppo
+import rlexp.families.critic, rlexp.train.dapo, rlexp.train.ppo
 from tunix.rl.ppo import ppo_learner
 from tunix.models.gemma4 import model as gemma4
 from tunix.models.llama3 import model as llama3
@@ -43,7 +43,7 @@ def test_importing_the_model_families_patches_nothing() -> None:
 
 
 def test_building_a_model_installs_the_fixes_and_only_them() -> None:
-    from rlexp.models.loader import load_model
+    from rlexp.families.load import load_model
     from tests.helpers import compose_conf
 
     load_model(compose_conf([]).model, None)

@@ -78,7 +78,7 @@ def test_topology_that_contradicts_the_name_is_rejected() -> None:
 
 def test_v7x_chips_are_two_devices_each_and_unpriced() -> None:
     """The MaxText MoE scripts' v7x 4x4x4: 64 chips, 128 JAX devices (64 sample), 96 GiB of HBM a device."""
-    from rlexp.config.cost import estimate_cost, roofline_step_s
+    from rlexp.estimates.cost import estimate_cost, roofline_step_s
 
     cfg = compose_conf(["slice=v7x-128"])
     s = cfg.slice

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from rlexp.config.family_rules import check_model_option, hub_id_instruction_tuned
-from rlexp.config.memory import param_count
 from rlexp.errors import ConfigError, RlexpError
+from rlexp.estimates.model_terms import param_count
+from rlexp.families.hf_config import check_hf_config, model_config_from_hf
+from rlexp.families.rules import check_model_option, hub_id_instruction_tuned
 from rlexp.models.checkpoint import safetensors_files
-from rlexp.models.hf_config import check_hf_config, model_config_from_hf
 from tests.helpers import compose_conf, conf_options
 
 # published parameter counts (billions; gemma4 counts only the text model with its per-layer embeddings)
@@ -161,7 +161,7 @@ def test_hub_download_offline_is_one_actionable_line(monkeypatch, tmp_path):
 def test_tiny_random_checkpoint_matches_its_option(family, tmp_path):
     import torch  # noqa: F401 - the reference implementations need it
 
-    from rlexp.models.hf_config import read_hf_config
+    from rlexp.families.hf_config import read_hf_config
     from rlexp.models.tiny_random import write
 
     folder = write(family, tmp_path / family)

@@ -26,7 +26,7 @@ def tiny_dirs(tmp_path_factory):
 # kv_einsum, whose adapter axes differ from the weight's
 @pytest.mark.parametrize("family", ["gemma4"])
 def test_merged_adapters_equal_the_adapted_model(family, tiny_dirs):
-    from rlexp.models.loader import load_model
+    from rlexp.families.load import load_model
     from rlexp.models.lora import apply_lora, merged_state
 
     cfg = compose_conf([f"model={family}_tiny", f"model.path={tiny_dirs[family]}", "trainer.lora.rank=4"])
@@ -56,7 +56,7 @@ def test_merged_adapters_equal_the_adapted_model(family, tiny_dirs):
 def test_bf16_compute_over_float32_weights_gets_every_adapter_and_keeps_its_dtype(tiny_dirs):
     """gpt-oss's attention holds k and v of one shape; qwix's eager first pass could tell neither cast weight
     apart, so they got no adapter and the first traced pass failed (rlexp.models.lora._plain_first_pass)."""
-    from rlexp.models.loader import load_model
+    from rlexp.families.load import load_model
     from rlexp.models.lora import apply_lora
 
     overrides = ["model=gpt_oss_tiny", f"model.path={tiny_dirs['gpt_oss']}", "trainer.lora.rank=4"]
@@ -81,7 +81,7 @@ def test_adapters_under_remat_full_train_as_without_it():
     ("matched no projection"); the pass now runs without remat, and the adapters apply inside it afterwards."""
     from tunix.models.qwen3 import model as qwen3_lib
 
-    from rlexp.models.loader import load_model
+    from rlexp.families.load import load_model
     from rlexp.models.lora import apply_lora
 
     def adapted(extra: list[str]):

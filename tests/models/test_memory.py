@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from rlexp.config.memory import GIB, check_fits, estimate_memory, format_estimate, kv_cache_bytes_per_sequence
 from rlexp.errors import ConfigError
+from rlexp.estimates.memory import GIB, check_fits, estimate_memory, format_estimate, kv_cache_bytes_per_sequence
 from tests.helpers import compose_conf
 
 # the seed recipes' shapes, spelled out so the test does not move when a preset changes
@@ -71,8 +71,8 @@ def test_param_count_equals_the_built_models(name):
     import numpy as np
     from flax import nnx
 
-    from rlexp.config.memory import param_count
-    from rlexp.models.builders import tunix_config
+    from rlexp.estimates.model_terms import param_count
+    from rlexp.families.load import tunix_config
 
     m = compose_conf([f"model={name}"]).model
     classes = {"qwen3": "rlexp.models.tunix_text:Qwen3", "llama3": "rlexp.models.tunix_text:Llama3",

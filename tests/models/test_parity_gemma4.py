@@ -61,8 +61,8 @@ def tiny_gemma4_config(double_wide: bool = False, moe: bool = False) -> object:
     ids=["e4b_like", "e2b_like", "moe_26b_like"],
 )
 def test_gemma4_logits_and_greedy_match_transformers(double_wide, moe, gen, tmp_path, record_property):
-    from rlexp.models.builders import build_model
-    from rlexp.models.hf_config import model_config_from_hf
+    from rlexp.families.hf_config import model_config_from_hf
+    from rlexp.families.load import build_model
 
     ref = make_model(tiny_gemma4_config(double_wide, moe))
     folder = save_reference(ref, tmp_path / "gemma4")

@@ -45,8 +45,8 @@ def reference(tmp_path_factory):
 
 @pytest.mark.slow
 def test_gpt_oss_logits_and_greedy_match_transformers(reference, record_property):
-    from rlexp.models.builders import build_model
-    from rlexp.models.hf_config import model_config_from_hf
+    from rlexp.families.hf_config import model_config_from_hf
+    from rlexp.families.load import build_model
 
     ref, folder = reference
     m = model_config_from_hf(json.loads((folder / "config.json").read_text()), name="gpt_oss_tiny", path=str(folder))
@@ -65,9 +65,9 @@ def test_mxfp4_checkpoint_loads_like_its_dequantised_weights(reference, tmp_path
     import torch
     from safetensors.torch import load_file, save_file
 
-    from rlexp.models.builders import build_model
+    from rlexp.families.hf_config import model_config_from_hf
+    from rlexp.families.load import build_model
     from rlexp.models.gpt_oss.mxfp4 import dequantize, quantize
-    from rlexp.models.hf_config import model_config_from_hf
 
     ref, folder = reference
     tensors = load_file(str(folder / "model.safetensors"))

@@ -79,8 +79,8 @@ CASES = {
 @pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_logits_and_greedy_match_transformers(case, tmp_path, record_property):
-    from rlexp.models.builders import build_model
-    from rlexp.models.hf_config import model_config_from_hf
+    from rlexp.families.hf_config import model_config_from_hf
+    from rlexp.families.load import build_model
 
     ref = make_model(CASES[case]())
     folder = save_reference(ref, tmp_path / case)

@@ -15,7 +15,7 @@ from flax import nnx
 from tunix.models.qwen3 import model as qwen3_lib
 
 from rlexp import perf
-from rlexp.models.loader import load_model
+from rlexp.families.load import load_model
 from rlexp.perf import decode_attention
 from tests.helpers import compose_conf
 

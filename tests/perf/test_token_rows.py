@@ -14,7 +14,7 @@ from flax import nnx
 from jax.sharding import AxisType, Mesh
 from tunix.models.qwen3 import model as qwen3_lib
 
-from rlexp.models.loader import load_model
+from rlexp.families.load import load_model
 from rlexp.perf import platform as perf_platform
 from rlexp.perf.bf16_gemm import matmul_f32_accumulate
 from rlexp.perf.token_rows import token_rows_spec

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlexp.config.cost import actual_cost, estimate_cost, format_cost
 from rlexp.config.schema import RewardConfig, RewardFnConfig
+from rlexp.estimates.cost import actual_cost, estimate_cost, format_cost
 from rlexp.rewards.compose import build_rewards
 from rlexp.rewards.judge import _to_score
 from rlexp.train.metrics import group_stats

@@ -56,7 +56,7 @@ def model():  # noqa: ANN201
 
     from rlexp.models import tunix_text
 
-    return tunix_text.Qwen3(tunix_text.tunix_config(compose_conf(["model=tiny_tools"]).model), rngs=nnx.Rngs(0))
+    return tunix_text.Qwen3(tunix_text.qwen3_config(compose_conf(["model=tiny_tools"]).model), rngs=nnx.Rngs(0))
 
 
 @pytest.mark.slow

@@ -32,7 +32,7 @@ def tiny() -> dict:
     import jax
     from jax.sharding import AxisType, Mesh
 
-    from rlexp.models.loader import load_model
+    from rlexp.families.load import load_model
 
     conf = compose_conf()
     mesh = Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("fsdp", "tp"), axis_types=(AxisType.Auto,) * 2)

@@ -102,7 +102,8 @@ def test_greedy_strategy_answers_alike_across_engines_and_seeds() -> None:
     from jax.sharding import AxisType, Mesh
     from tunix.generate import sampler as sampler_lib
 
-    from rlexp.models.loader import load_model, load_tokenizer
+    from rlexp.families.load import load_model
+    from rlexp.models.loader import load_tokenizer
     from rlexp.train.cluster import lean_rollout_engine, rollout_config
 
     conf = compose_conf()

@@ -84,7 +84,7 @@ def test_default_run_metrics_are_pinned(extra: list[str], tolerance: float, tmp_
     # saves and evals are timed on their own, on the steps that saved and were evaluated (rlexp.train.stepclock)
     assert [s for s in sorted(rows) if "perf/checkpoint_time_sec" in rows[s]] == [3]
     assert [s for s in sorted(rows) if "perf/eval_time_sec" in rows[s]] == [0, 3]
-    # every step reports its throughput and MFU from the model's FLOPs (rlexp.config.flops), on a CPU too
+    # every step reports its throughput and MFU from the model's FLOPs (rlexp.estimates.flops), on a CPU too
     steps = [rows[s] for s in (1, 2, 3)]
     assert all(r["perf/tokens_per_sec"] > 0 and 0 < r["perf/mfu"] < 1 for r in steps), steps
     tokens = [r["perf/tokens_per_sec"] * r["perf/step_time_sec"] / 64 - 16 for r in steps]

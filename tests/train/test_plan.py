@@ -18,10 +18,11 @@ from tests.helpers import compose_cfg
 CHECKS = {
     "rlexp.config.values": ("check_values",),
     "rlexp.config.validate": ("check_rules", "check_steps"),
-    "rlexp.config.memory": ("check_fits", "estimate_memory"),
-    "rlexp.config.cost": ("estimate_cost",),
+    "rlexp.estimates.memory": ("check_fits", "estimate_memory"),
+    "rlexp.estimates.cost": ("estimate_cost",),
     "rlexp.checks": ("check_rules",),
-    "rlexp.models.loader": ("check_model_dir",),
+    "rlexp.families.rules": ("check_family",),
+    "rlexp.families.load": ("check_model_dir",),
     "rlexp.train.rundir": ("check_run_dir",),
     "rlexp.train.runlock": ("finished_run", "take"),
     "rlexp.train.checkpoints": ("fall_back_to_restorable",),
@@ -166,8 +167,9 @@ def run_in_process(monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
 @pytest.mark.slow
 def test_one_run_makes_each_check_once_and_records_its_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import rlexp.checks  # noqa: F401 - its names are counted where they are held
-    import rlexp.config.cost
-    import rlexp.models.loader
+    import rlexp.estimates.cost
+    import rlexp.families.load
+    import rlexp.families.rules
     import rlexp.train.checkpoints
     import rlexp.train.rundir  # noqa: F401
 
@@ -185,7 +187,8 @@ def test_one_run_makes_each_check_once_and_records_its_plan(tmp_path: Path, monk
     assert run_in_process(monkeypatch, *TINY, f"hydra.run.dir={run}") == 0
     assert calls["rlexp.train.rundir.check_run_dir"] == 1 and calls["rlexp.train.runlock.finished_run"] == 1
     assert (
-        calls["rlexp.train.checkpoints.fall_back_to_restorable"] == 0 and calls["rlexp.config.cost.estimate_cost"] == 0
+        calls["rlexp.train.checkpoints.fall_back_to_restorable"] == 0
+        and calls["rlexp.estimates.cost.estimate_cost"] == 0
     )
 
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from rlexp.config.memory import BYTES, estimate_memory, param_count
 from rlexp.errors import ConfigError
+from rlexp.estimates.memory import estimate_memory
+from rlexp.estimates.model_terms import BYTES, param_count
 from rlexp.train.metrics import map_name
 from tests.helpers import compose_conf, run_rlexp
 
@@ -29,8 +30,8 @@ def test_critic_is_in_the_memory_estimate() -> None:
     m = conf.model
     assert estimate_memory(conf)["critic"] == 4 * (param_count(m) + m.embed_dim + 1) * BYTES[m.param_dtype]
     assert estimate_memory(compose_conf())["critic"] == 0
-    from rlexp.config.cost import roofline_step_s, step_time
-    from rlexp.config.flops import passes_per_token
+    from rlexp.estimates.cost import roofline_step_s, step_time
+    from rlexp.estimates.flops import passes_per_token
 
     assert passes_per_token(compose_conf(["trainer=ppo"])) == 1 + 1 + 3 + 2 + 3  # rollout, reference, actor, critic
 
@@ -50,10 +51,10 @@ def test_critic_is_in_the_memory_estimate() -> None:
     ],
 )
 def test_ppo_rules_refuse_in_one_line(overrides: list[str], key: str, says: str) -> None:
-    from rlexp.config.validate import validate
+    from rlexp.checks import check_config  # the critic's family is the family's rule
 
     with pytest.raises(ConfigError) as err:
-        validate(compose_conf(["trainer=ppo", *overrides]))
+        check_config(compose_conf(["trainer=ppo", *overrides]))
     assert err.value.key == key and says in str(err.value) and "\n" not in str(err.value)
 
 
@@ -88,7 +89,7 @@ def test_critic_from_a_given_checkpoint_scores_each_position() -> None:
     import numpy as np
     from jax.sharding import AxisType, Mesh
 
-    from rlexp.models.critic import load_critic
+    from rlexp.families.critic import load_critic
     from tests.helpers import REPO
 
     folder = REPO / "rlexp" / "models" / "builtin" / "tiny"

@@ -129,8 +129,10 @@ def test_vanilla_leaves_vllm_fields_at_tunix_defaults() -> None:
     ],
 )
 def test_rollout_rules_refuse_in_one_line(overrides: list[str], message: str) -> None:
+    from rlexp.checks import check_config  # the experts over FSDP are the family's rule
+
     with pytest.raises(ConfigError) as err:
-        validate(compose_conf(overrides))
+        check_config(compose_conf(overrides))
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
@@ -196,7 +198,8 @@ def test_lean_sampler_returns_what_tunix_sampler_returns(options: dict) -> None:
     from jax.sharding import AxisType, Mesh
     from tunix.generate import sampler as sampler_lib
 
-    from rlexp.models.loader import load_model, load_tokenizer
+    from rlexp.families.load import load_model
+    from rlexp.models.loader import load_tokenizer
     from rlexp.train.cluster import lean_rollout_engine, rollout_config
 
     conf = compose_conf()

@@ -3,7 +3,8 @@
 The backbone is the actor's checkpoint (`trainer.ppo.critic: null`) or another checkpoint of the same architecture
 (the model option's dimensions are checked against its config.json, as the actor's). The head is one linear map
 to a scalar per position, initialised to zero, so the first values are 0 and the first advantages are the
-whitened returns. Tunix's `compute_score` calls it as it calls a policy and reads `[B, T, 1]` scores.
+whitened returns. Tunix's `compute_score` calls it as it calls a policy and reads `[B, T, 1]` scores. Only a family
+whose model hands out its final hidden states can carry it (`FamilySpec.critic`).
 """
 
 from __future__ import annotations
@@ -11,17 +12,16 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from rlexp.config.algorithm_rules import check_critic_family
 from rlexp.config.schema import RlexpConfig
+from rlexp.families.load import load_model
+from rlexp.families.rules import check_critic
 
 
 def load_critic(cfg: RlexpConfig, mesh: Any) -> Any:
     """The critic, sharded on `mesh`: trainer.ppo.critic's checkpoint (or the actor's) and a zero value head."""
     from flax import nnx
 
-    from rlexp.models.loader import load_model
-
-    check_critic_family(cfg.trainer, cfg.model)
+    check_critic(cfg)
     option = cfg.model
     if cfg.trainer.ppo.critic:
         option = dataclasses.replace(option, path=cfg.trainer.ppo.critic, hf_id=None)

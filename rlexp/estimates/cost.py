@@ -29,9 +29,9 @@ import statistics
 from typing import Any
 
 from rlexp.config.derived import loads_reference_copy, trainer_devices
-from rlexp.config.memory import BYTES, kv_cache_bytes_per_sequence, param_count
-from rlexp.config.schema import ModelConfig, RlexpConfig
+from rlexp.config.schema import RlexpConfig
 from rlexp.errors import ConfigError
+from rlexp.estimates.model_terms import BYTES, active_params, kv_cache_bytes_per_sequence, param_count
 
 # USD per chip-hour, on-demand, as listed on cloud.google.com/tpu/pricing in 2025 (us-central1 / us-east
 # regions; TPU v5p and v6e are priced per chip, v5e likewise). Other regions, Spot and commitments differ: set
@@ -79,21 +79,6 @@ def billed_chips(cfg: RlexpConfig) -> int:
     if s.kind == "gpu":
         return int(s.nodes) * int(s.gpus_per_node)
     return 0  # a local CPU run bills no accelerator
-
-
-def active_params(m: ModelConfig) -> int:
-    """Weights a token passes through: all but the input embedding lookups and the experts not routed to."""
-    n = param_count(m) - m.vocab_size * m.embed_dim * (0 if m.extra.get("tie_word_embeddings") else 1)
-    x = m.extra or {}
-    if m.family == "gpt_oss":
-        e, k, d, f = int(x["num_experts"]), int(x["experts_per_token"]), m.embed_dim, m.hidden_dim
-        n -= m.num_layers * (e - k) * (d * 2 * f + 2 * f + f * d + d)
-    elif x.get("num_experts"):  # Qwen3-MoE / Gemma 4 MoE: experts of width expert_dim (or hidden_dim)
-        e, k = int(x["num_experts"]), int(x["experts_per_token"])
-        n -= m.num_layers * (e - k) * 3 * m.embed_dim * int(x.get("expert_dim", m.hidden_dim))
-    if m.family == "gemma4" and x.get("per_layer_input_dim"):
-        n -= m.vocab_size * m.num_layers * int(x["per_layer_input_dim"])  # per-layer embeddings are lookups
-    return max(n, 1)
 
 
 def _rollout_seconds(cfg: RlexpConfig, prompts: int, generations: int, chips: int) -> float:

@@ -1,6 +1,6 @@
 """Model FLOPs of a GRPO step and the slice's peak: `perf/tokens_per_sec` and `perf/mfu` of every run.
 
-A token's forward pass costs 2 x the weights it passes through (`cost.active_params`: the LM head counted, the
+A token's forward pass costs 2 x the weights it passes through (`model_terms.active_params`: the LM head counted, the
 input lookups and unrouted experts not) plus attention's QK^T and AV products, 4 x layers x query heads x head_dim
 x the positions it attends to (half the sequence on average: causal). A step processes batch_size x
 num_generations sequences of max_prompt_tokens + the step's mean completion length: the rollout runs one forward
@@ -10,10 +10,10 @@ pass over them, the reference one more when the loss needs it, the policy update
 
 from __future__ import annotations
 
-from rlexp.config.cost import active_params
 from rlexp.config.derived import needs_reference
 from rlexp.config.hardware import peak_flops
 from rlexp.config.schema import ModelConfig, RlexpConfig
+from rlexp.estimates.model_terms import active_params
 
 TOKENS_PER_SEC = "perf/tokens_per_sec"
 MFU = "perf/mfu"

@@ -6,7 +6,8 @@ in the parameter dtype, and holds a frozen reference copy when the loss needs on
 reference is the frozen base itself). The rollout KV cache holds batch_size x num_generations
 sequences of max_prompt_tokens + max_completion_tokens, split over the data-parallel devices that
 sample. `activations` is a rough bound for one training micro-batch (logits dominate for large
-vocabularies), not a measurement.
+vocabularies), not a measurement. The model's terms (`model_terms`: weights, adapter weights, cache per sequence)
+come from its family's spec; `check_fits` is the rule `rlexp.checks.check_config` runs with them.
 """
 
 from __future__ import annotations
@@ -15,106 +16,11 @@ from typing import Any
 
 from rlexp.config.derived import loads_reference_copy, resolve_mesh, trainer_devices
 from rlexp.config.hardware import HBM_GIB_PER_CHIP
-from rlexp.config.schema import ModelConfig, RlexpConfig
+from rlexp.config.schema import RlexpConfig
 from rlexp.errors import ConfigError
+from rlexp.estimates.model_terms import BYTES, kv_cache_bytes_per_sequence, lora_param_count, param_count
 
-BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 GIB = 2**30
-LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-
-
-def _gemma4_layers(m: ModelConfig) -> list[dict[str, Any]]:
-    x = m.extra
-    period = int(x.get("sliding_window_pattern", 6))
-    shared_from = m.num_layers - int(x.get("num_kv_shared_layers", 0))
-    out = []
-    for i in range(m.num_layers):
-        is_global = (i + 1) % period == 0 or i == m.num_layers - 1
-        hidden = m.hidden_dim * (2 if x.get("use_double_wide_mlp") and i >= shared_from else 1)
-        out.append(
-            {
-                "head_dim": int(x.get("global_head_dim", m.head_dim)) if is_global else m.head_dim,
-                "window": None if is_global else int(x["sliding_window"]),
-                "kv": i < shared_from,  # KV-shared layers reuse an earlier layer's cache
-                "hidden": hidden,
-                # 26B-A4B: global layers have fewer KV heads, and no value projection (values are the keys)
-                "kv_heads": int(x.get("num_global_kv_heads") or m.num_kv_heads) if is_global else m.num_kv_heads,
-                "k_eq_v": bool(is_global and x.get("attention_k_eq_v")),
-            }
-        )
-    return out
-
-
-def _layers(m: ModelConfig) -> list[dict[str, Any]]:
-    if m.family == "gemma4":
-        return _gemma4_layers(m)
-    window = m.extra.get("sliding_window") if m.family == "gpt_oss" else None
-    # gpt-oss alternates sliding (even layers) and full attention
-    return [
-        {"head_dim": m.head_dim, "window": window if i % 2 == 0 else None, "kv": True, "hidden": m.hidden_dim}
-        for i in range(m.num_layers)
-    ]
-
-
-def param_count(m: ModelConfig) -> int:
-    """Weights of the model option (biases and norms included), from its dimensions alone."""
-    d, v, n, k = m.embed_dim, m.vocab_size, m.num_heads, m.num_kv_heads
-    x = m.extra or {}
-    total = v * d + d  # embedding + final norm
-    if not x.get("tie_word_embeddings", False):
-        total += v * d
-    for layer in _layers(m):
-        h, f = layer["head_dim"], layer["hidden"]
-        k = layer.get("kv_heads", m.num_kv_heads)
-        attn = d * n * h + (1 if layer.get("k_eq_v") else 2) * d * k * h + n * h * d
-        norms = 2 * d
-        if m.family == "gpt_oss":
-            e = int(x["num_experts"])
-            attn += n * h + 2 * k * h + d + n  # q/k/v/o biases and per-head sinks
-            mlp = d * e + e + e * (d * 2 * f + 2 * f + f * d + d)
-        elif m.family == "qwen3" and x.get("num_experts"):  # Qwen3-MoE: a router, experts of width hidden_dim
-            e = int(x["num_experts"])
-            mlp = d * e + e * 3 * d * f
-        else:
-            mlp = 3 * d * f
-        if m.family in ("qwen3", "gemma4"):
-            norms += 2 * h  # q and k norms
-        if m.family == "gemma4":
-            p = int(x.get("per_layer_input_dim", 0))
-            norms += 2 * d + 1  # pre/post feed-forward norms, layer scalar
-            if p:
-                mlp += 2 * d * p + d  # per-layer input gate, projection, norm
-            if x.get("num_experts"):  # router (+ its scale, per-expert scales), experts, their three norms
-                e, fe = int(x["num_experts"]), int(x["expert_dim"])
-                mlp += d * e + d + e + e * 3 * d * fe + 3 * d
-        total += attn + mlp + norms
-    if m.family == "gemma4" and x.get("per_layer_input_dim"):
-        p = int(x["per_layer_input_dim"])
-        total += v * m.num_layers * p + d * m.num_layers * p + p
-    return total
-
-
-def lora_param_count(m: ModelConfig, rank: int) -> int:
-    """Adapter weights of rank `rank` on every attention and dense MLP projection."""
-    d, n, k = m.embed_dim, m.num_heads, m.num_kv_heads
-    total = 0
-    for layer in _layers(m):
-        h, f = layer["head_dim"], layer["hidden"]
-        total += rank * ((d + n * h) + 2 * (d + k * h) + (n * h + d))
-        if m.family != "gpt_oss" and not (m.extra or {}).get("num_experts"):  # experts are not Linear layers
-            total += rank * (2 * (d + f) + (f + d))
-    return total
-
-
-def kv_cache_bytes_per_sequence(m: ModelConfig, tokens: int) -> int:
-    item = BYTES[m.dtype]
-    total = 0
-    for layer in _layers(m):
-        if not layer["kv"]:
-            continue
-        length = min(tokens, layer["window"]) if layer["window"] and m.family == "gemma4" else tokens
-        total += 2 * length * layer.get("kv_heads", m.num_kv_heads) * layer["head_dim"] * item
-    return total
 
 
 def capacity_bytes(cfg: RlexpConfig) -> int | None:

@@ -1,8 +1,8 @@
 """A checkpoint's config.json against the model option: reading it, checking it (one error naming every
 mismatch, RoPE included), and the model option that describes one (tests, `rlexp.export` metadata).
 
-Pure Python (the preflight and `--cfg` paths check without JAX); what each family compares is
-rlexp.config.family_rules.
+Pure Python (the preflight and `--cfg` paths check without JAX); which `model_type`s a family reads, which keys it
+compares and which option fields a config.json sets are the family's spec (`rlexp.families.<family>`).
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import json
 import math
 from typing import Any
 
-from rlexp.config.family_rules import family_of
 from rlexp.config.schema import ModelConfig
 from rlexp.errors import RlexpError, RunError
+from rlexp.families.registry import family_of, family_of_model_type
 
 
 def text_config(hf: dict[str, Any]) -> dict[str, Any]:
@@ -110,21 +110,11 @@ def read_hf_config(ckpt_dir: str) -> dict[str, Any]:
 def model_config_from_hf(hf: dict[str, Any], *, name: str, path: str | None = None) -> ModelConfig:
     """A model option describing a Hugging Face config.json (tests, and `rlexp.export` metadata)."""
     tc = text_config(hf)
-    mt = tc["model_type"]
-    family = {
-        "qwen3": "qwen3",
-        "qwen3_moe": "qwen3",
-        "llama": "llama3",
-        "gemma4_text": "gemma4",
-        "gemma4": "gemma4",
-        "gpt_oss": "gpt_oss",
-    }
-    if mt not in family:
-        raise RlexpError(f"config.json model_type={mt!r} is not supported; supported: {', '.join(family)}")
+    spec = family_of_model_type(tc["model_type"])
     head_dim = tc.get("head_dim") or tc["hidden_size"] // tc["num_attention_heads"]
     m = ModelConfig(
         name=name,
-        family=family[mt],
+        family=spec.name,
         path=path,
         num_layers=tc["num_hidden_layers"],
         vocab_size=tc["vocab_size"],
@@ -135,53 +125,24 @@ def model_config_from_hf(hf: dict[str, Any], *, name: str, path: str | None = No
         head_dim=head_dim,
         max_context=tc.get("max_position_embeddings", 4096),
     )
-    rope = tc.get("rope_parameters") or {}
-    tie = bool(hf.get("tie_word_embeddings", tc.get("tie_word_embeddings", False)))
-    if m.family in ("qwen3", "llama3", "gpt_oss"):
-        theta = tc.get("rope_theta") or rope.get("rope_theta", 10000.0)
-        m.extra = {"rope_theta": theta, "norm_eps": tc.get("rms_norm_eps", 1e-6), "tie_word_embeddings": tie}
-        scaling = tc.get("rope_scaling") or (rope if rope.get("rope_type", "default") != "default" else None)
-        if scaling and scaling.get("rope_type", scaling.get("type")) not in (None, "default"):
-            m.extra["rope_scaling"] = {k: v for k, v in scaling.items() if k != "rope_theta"}
-    if mt == "qwen3_moe":
-        m.hidden_dim = tc["moe_intermediate_size"]
-        m.extra.update(
-            num_experts=tc.get("num_local_experts", tc.get("num_experts")), experts_per_token=tc["num_experts_per_tok"]
-        )
-    if m.family == "gpt_oss":
-        m.extra.update(
-            num_experts=tc["num_local_experts"],
-            experts_per_token=tc["num_experts_per_tok"],
-            sliding_window=tc["sliding_window"],
-            swiglu_limit=tc.get("swiglu_limit", 7.0),
-        )
-        if tc.get("layer_types"):
-            m.extra["layer_types"] = list(tc["layer_types"])
-    if m.family == "gemma4":
-        types = tc.get("layer_types") or []
-        period = (types.index("full_attention") + 1) if "full_attention" in types else 6
-        full = rope.get("full_attention", {})
-        m.extra = {
-            "global_head_dim": tc.get("global_head_dim", 512),
-            "per_layer_input_dim": tc.get("hidden_size_per_layer_input") or 0,
-            "num_kv_shared_layers": tc.get("num_kv_shared_layers", 0),
-            "sliding_window": tc["sliding_window"],
-            "sliding_window_pattern": period,
-            "final_logit_softcap": tc.get("final_logit_softcapping"),
-            "local_rope_theta": rope.get("sliding_attention", {}).get("rope_theta", 10000.0),
-            "global_rope_theta": full.get("rope_theta", 1e6),
-            "global_rope_proportion": full.get("partial_rotary_factor", 1.0),
-            "use_double_wide_mlp": bool(tc.get("use_double_wide_mlp", False)),
-            "norm_eps": tc.get("rms_norm_eps", 1e-6),
-            "tie_word_embeddings": tie,
-            "attention_k_eq_v": bool(tc.get("attention_k_eq_v", False)),
-        }
-        if tc.get("num_global_key_value_heads"):
-            m.extra["num_global_kv_heads"] = tc["num_global_key_value_heads"]
-        if tc.get("enable_moe_block"):
-            m.extra.update(
-                num_experts=tc["num_experts"],
-                experts_per_token=tc["top_k_experts"],
-                expert_dim=tc["moe_intermediate_size"],
-            )
+    spec.from_hf(m, tc, hf)
     return m
+
+
+def tied_embeddings(hf: dict[str, Any]) -> bool:
+    """config.json's tie_word_embeddings (multimodal configs keep it at the top or in text_config)."""
+    return bool(hf.get("tie_word_embeddings", text_config(hf).get("tie_word_embeddings", False)))
+
+
+def rope_extra(m: ModelConfig, tc: dict[str, Any], hf: dict[str, Any]) -> None:
+    """model.extra's RoPE theta (and scaling), norm epsilon and embedding tying, old or new key layout."""
+    rope = tc.get("rope_parameters") or {}
+    theta = tc.get("rope_theta") or rope.get("rope_theta", 10000.0)
+    m.extra = {
+        "rope_theta": theta,
+        "norm_eps": tc.get("rms_norm_eps", 1e-6),
+        "tie_word_embeddings": tied_embeddings(hf),
+    }
+    scaling = tc.get("rope_scaling") or (rope if rope.get("rope_type", "default") != "default" else None)
+    if scaling and scaling.get("rope_type", scaling.get("type")) not in (None, "default"):
+        m.extra["rope_scaling"] = {k: v for k, v in scaling.items() if k != "rope_theta"}

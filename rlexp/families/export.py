@@ -1,0 +1,100 @@
+"""A run's actor checkpoint as a Hugging Face model folder (what `python -m rlexp.export` writes).
+
+Loads the run's base model (its `.hydra/config.yaml` names it), restores the actor checkpoint
+(merging LoRA adapters when the run trained some), converts the weights back to the Hugging Face
+names and layouts of the family (its spec's `hf_names`), and writes model.safetensors with the base checkpoint's
+config.json and tokenizer files. Tensors of the base checkpoint that rlexp does not train (a vision
+tower, say) are copied unchanged, so `transformers` loads the folder like the original.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from rlexp.config.schema import ModelConfig
+from rlexp.errors import RlexpError
+from rlexp.families.load import load_model
+from rlexp.families.registry import family_of
+from rlexp.families.spec import HfNames
+from rlexp.models.export import (
+    check_out,
+    find_checkpoint,
+    flat_params,
+    restore_actor,
+    run_config,
+    source_tensors,
+    write_shards,
+)
+from rlexp.models.hub import CONFIG_AND_TOKENIZER_FILES
+from rlexp.models.loader import resolve_model_dir
+
+
+def hf_tensors(m: ModelConfig, params: dict[str, np.ndarray], prefix: str = "model.") -> dict[str, np.ndarray]:
+    """Hugging Face tensors of a family's nnx parameters (the inverse of its loader's mapping)."""
+    out: dict[str, np.ndarray] = {}
+    for key, v in params.items():
+        for hf_key, value in hf_names(m, key, v, prefix) or []:
+            out[hf_key] = np.ascontiguousarray(value)
+    return out
+
+
+def hf_names(m: ModelConfig, key: str, v: np.ndarray, prefix: str) -> HfNames | None:
+    """The embedding, final norm and LM head, which every family names alike; the rest is the family's."""
+    top = {
+        "embedder.input_embedding": f"{prefix}embed_tokens.weight",
+        "final_norm.w": f"{prefix}norm.weight",
+        "final_norm.scale": f"{prefix}norm.weight",
+    }
+    if key in top:
+        return [(top[key], v)]
+    if key in ("lm_head.w", "lm_head"):
+        return [("lm_head.weight", v.T)]
+    return family_of(m).hf_names(m, key, v, prefix)
+
+
+def export(target: str, out: str) -> Path:
+    """Write the Hugging Face folder for a run's latest (or the given) actor checkpoint; returns it."""
+    run_dir, ckpt_root, step = find_checkpoint(Path(target).expanduser())
+    cfg = run_config(run_dir)
+    check_out(out)  # before any weight is loaded
+    m, lora = cfg.model, cfg.trainer.lora
+    base_dir = resolve_model_dir(m)
+    model = load_model(m, None)
+    if lora.rank > 0:
+        from rlexp.models.lora import apply_lora
+
+        model = apply_lora(model, lora, None, seed=cfg.seed)
+    restore_actor(model, ckpt_root, step, lora_only=lora.rank > 0)
+    if lora.rank > 0:
+        from rlexp.models.lora import merged_state
+
+        params = merged_state(model, lora.alpha, lora.rank)
+    else:
+        params = flat_params(model)
+    source = source_tensors(base_dir)
+    prefix = "model.language_model." if any(k.startswith("model.language_model.") for k in source) else "model."
+    tensors = hf_tensors(m, params, prefix)
+    drops = family_of(m).export_drops  # gpt-oss: MXFP4 experts are written back dequantised
+    source = {k: v for k, v in source.items() if not (drops and k.endswith(drops))}
+    dtype = {"float32": np.float32, "bfloat16": None, "float16": np.float16}[m.param_dtype]
+    for name, value in source.items():
+        if name not in tensors and not (name == "lm_head.weight" and m.extra.get("tie_word_embeddings")):
+            tensors[name] = np.ascontiguousarray(value)
+    if dtype is not None:
+        tensors = {k: (v.astype(dtype) if v.dtype.kind == "f" else v) for k, v in tensors.items()}
+    dest = Path(out).expanduser()
+    if dest.resolve() == Path(base_dir).resolve():
+        raise RlexpError(f"--out {out} is the base checkpoint's folder; export into a new folder")
+    dest.mkdir(parents=True, exist_ok=True)
+    write_shards(tensors, dest, {"format": "pt", "rlexp_step": str(step)})
+    for name in CONFIG_AND_TOKENIZER_FILES:
+        if (base_dir / name).is_file():
+            shutil.copy(base_dir / name, dest / name)
+    config = json.loads((dest / "config.json").read_text())
+    config.pop("quantization_config", None)  # weights are written dequantised
+    (dest / "config.json").write_text(json.dumps(config, indent=2))
+    return dest
