@@ -15,10 +15,10 @@ from typing import Any
 
 from tunix.sft.hooks import TrainingHooks
 
-from rlexp.compat.tunix import publish_pending_train_metrics, trains_lora_only
 from rlexp.errors import RlexpError
 from rlexp.train.checkpoints import record_files
 from rlexp.train.collectives import settle
+from rlexp.tunix.trainer import publish_pending_train_metrics, trains_lora_only
 
 log = logging.getLogger(__name__)
 
