@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import compose_conf
 from tests.tunix.privates_scan import scan
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,13 +48,12 @@ def test_every_private_the_seam_names_is_in_its_table() -> None:
 @pytest.mark.slow  # imports Tunix's modules: ~5 s
 def test_every_row_matches_the_pinned_tunix_and_a_changed_source_fails_in_one_line(monkeypatch) -> None:
     from rlexp.compat import patching
-    from rlexp.config.schema import RlexpConfig
     from rlexp.tunix import privates
 
     for p in privates.PRIVATES:
         t = p.target()
         assert patching.fingerprint(patching.original(t.owner, t.attr)) == p.fingerprint, t.name
-    conf = RlexpConfig()
+    conf = compose_conf()
     privates.check(conf)  # the default run's rows
     row = next(p for p in privates.PRIVATES if p.names == ("_pbar",))
     monkeypatch.setitem(vars(row.target().owner), "train", lambda self: None)  # "Tunix's main branch"
