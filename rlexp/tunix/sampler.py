@@ -197,11 +197,22 @@ def recording_cluster_class() -> type:
     return RecordingCluster
 
 
-def vanilla_rollout_engine() -> type:
-    """Tunix's own vanilla rollout (its `Sampler`), as a class `rlexp eval` constructs like the lean one."""
-    from tunix.rl.rollout import vanilla_rollout
+def vanilla_rollout_engine() -> Any:
+    """Tunix's own vanilla rollout (its `Sampler`), built from what a custom engine gets (rollout_actor,
+    tokenizer, mesh, rollout_config) with the cache RLCluster gives it."""
+    from tunix.rl.rollout import base_rollout, vanilla_rollout
 
-    return vanilla_rollout.VanillaRollout
+    def build(rollout_actor: Any, tokenizer: Any, mesh: Any, rollout_config: Any) -> Any:
+        c = rollout_actor.config
+        cache = base_rollout.CacheConfig(
+            cache_size=rollout_config.kv_cache_size,
+            num_layers=c.num_layers,
+            num_kv_heads=c.num_kv_heads,
+            head_dim=c.head_dim,
+        )
+        return vanilla_rollout.VanillaRollout(rollout_actor, tokenizer, cache_config_or_size=cache)
+
+    return build
 
 
 def qualified_name(obj: Any) -> str:
@@ -230,6 +241,6 @@ def ran_classes(cluster: Any, learner: Any) -> dict[str, str]:
     return dict(sorted(out.items()))
 
 
-def eval_rollout_engine(conf: RlexpConfig) -> type:
+def eval_rollout_engine(conf: RlexpConfig) -> Any:
     """The rollout `rlexp eval` samples with: the lean one when `perf.patches` names it, else Tunix's own."""
     return lean_rollout_engine() if uses_lean_sampler(conf) else vanilla_rollout_engine()

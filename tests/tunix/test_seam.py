@@ -56,7 +56,7 @@ def test_every_row_matches_the_pinned_tunix_and_a_changed_source_fails_in_one_li
     conf = compose_conf()
     privates.check(conf)  # the default run's rows
     row = next(p for p in privates.PRIVATES if p.names == ("_pbar",))
-    monkeypatch.setitem(vars(row.target().owner), "train", lambda self: None)  # "Tunix's main branch"
+    monkeypatch.setattr(row.target().owner, "train", lambda self: None)  # "Tunix's main branch"
     with pytest.raises(patching.PatchGuardError) as err:
         privates.check(conf)
     assert str(err.value).startswith(
