@@ -4,7 +4,7 @@ __version__ = "0.1.0"
 
 from rlexp import log_setup
 from rlexp.compat.tensorboardx import import_without_torch
-from rlexp.compat.tunix import defer_package_init
+from rlexp.tunix.imports import defer_package_init
 
 # before anything imports tunix: its __init__ loads every trainer it has (~1 s); rlexp uses a few submodules
 defer_package_init()

@@ -382,7 +382,8 @@ class PerfConfig:
     """rlexp's speed work on Tunix's code paths (`rlexp.perf`), applied once in a run's JAX set-up.
 
     Each patch is guarded by the fingerprint of the library source it replaces. `perf.patches=[]` runs Tunix's
-    own code; summary.json records what a run applied. Tunix's correctness fixes are always on (`rlexp.fixes`).
+    own code, its `Sampler` included (the `lean_sampler` patch samples otherwise, in runs and `rlexp eval`);
+    summary.json records what a run applied and the classes that ran (`perf.classes`). Tunix's correctness fixes are always on (`rlexp.fixes`).
     """
 
     patches: list[str] = field(default_factory=lambda: list(PERF_PATCHES))

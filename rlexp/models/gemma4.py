@@ -15,13 +15,13 @@ from typing import Any
 
 import numpy as np
 from tunix.models.gemma4 import model as gemma4_lib
-from tunix.models.gemma4 import params_safetensors as gemma4_params
 
 from rlexp import fixes
 from rlexp.config.schema import ModelConfig
 from rlexp.errors import ConfigError
 from rlexp.models.checkpoint import load_with_tunix
 from rlexp.models.tunix_text import jnp_dtype
+from rlexp.tunix.checkpoints import gemma4_checkpoint_mapping
 
 _TUNIX_EPS = 1e-6  # Tunix's gemma4 RMSNorm epsilon is fixed
 
@@ -106,12 +106,12 @@ def _key_mapping(cfg: gemma4_lib.ModelConfig) -> dict[str, Any]:
     prefix = r"(?:model\.language_model\.)?"
     return {
         pat.replace(prefix, r"(?:model\.language_model\.|model\.)?"): v
-        for pat, v in gemma4_params._get_key_and_transform_mapping(cfg).items()
+        for pat, v in gemma4_checkpoint_mapping()[0](cfg).items()
     }
 
 
 def _preprocess(m: ModelConfig, cfg: gemma4_lib.ModelConfig):
-    tunix_pre = gemma4_params._make_preprocess_fn(cfg)
+    tunix_pre = gemma4_checkpoint_mapping()[1](cfg)
     types = layer_types(m)
     first_shared = m.num_layers - int(m.extra.get("num_kv_shared_layers", 0))
     dtype = np.dtype(jnp_dtype(m.param_dtype))

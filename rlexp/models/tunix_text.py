@@ -20,10 +20,10 @@ from tunix.models.llama3 import model as llama3_lib
 from tunix.models.qwen3 import model as qwen3_lib
 
 from rlexp import fixes
-from rlexp.compat.tunix import llama3_checkpoint_mapping, qwen3_checkpoint_mapping
 from rlexp.config.schema import ModelConfig
 from rlexp.fixes.tunix_rope import rope_frequencies
 from rlexp.models.checkpoint import load_with_tunix
+from rlexp.tunix.checkpoints import llama3_checkpoint_mapping, qwen3_checkpoint_mapping
 
 
 def rope_inv_freq(head_dim: int, theta: float, scaling: dict[str, Any] | None = None) -> tuple[float, ...]:

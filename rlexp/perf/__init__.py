@@ -8,7 +8,7 @@ value that leaves it out. What a run applied is recorded in its summary.json und
 
 Each patch has its module, whose docstring says what it changes and what it measured:
 `token_rows`, `bf16_gemm`, `rope_table`, `decode_attention`, `trainer` (`optimizer_first`, `one_device_put`),
-`malloc` (applied by the run's set-up only for large buffers on CPU, before XLA starts its threads).
+`lean_sampler` (rlexp.tunix.sampler, a layer above: this names it), `malloc` (applied by the run's set-up only for large buffers on CPU, before XLA starts its threads).
 Correctness fixes of Tunix are not here: they are always on (`rlexp.fixes`).
 
 This module imports nothing heavy, so that config validation can check names before JAX is imported.
@@ -26,8 +26,13 @@ PATCHES: tuple[str, ...] = (
     "decode_attention",
     "optimizer_first",
     "one_device_put",
+    "lean_sampler",
     "malloc",
 )
+# selected here, built where rlexp builds the rollout (rlexp.tunix.sampler): a colocated rollout and `rlexp eval`
+# sample with it instead of Tunix's own `Sampler`; its Tunix privates are checked at the run's start
+# (rlexp.tunix.privates)
+CHOSEN_BY_THE_RUN = ("lean_sampler",)
 
 
 _applied: list[str] = []  # what the last `apply` installed, and `malloc` when the run's set-up applied it
@@ -67,7 +72,7 @@ def apply(names: Iterable[str]) -> list[str]:
     for name in wanted:
         if name in installers:
             installers[name](off_hint(name, wanted))
-    _applied[:] = [n for n in wanted if n in installers]
+    _applied[:] = [n for n in wanted if n in installers or n in CHOSEN_BY_THE_RUN]
     return list(_applied)
 
 
@@ -77,9 +82,10 @@ def applied_malloc() -> None:
         _applied.append("malloc")
 
 
-def summary() -> dict[str, Any]:
-    """summary.json's `perf`: the patches this process applied and what became of its kernels."""
-    return {"patches": list(_applied), "kernels": kernel_status()}
+def summary(classes: dict[str, str] | None = None) -> dict[str, Any]:
+    """summary.json's `perf`: the patches this process applied, what became of its kernels, and `classes`: the
+    qualified class names of the sampler, rollout, learner and cluster that ran (rlexp.tunix.ran_classes)."""
+    return {"patches": list(_applied), "kernels": kernel_status(), **({"classes": classes} if classes else {})}
 
 
 def kernel_status() -> dict[str, str]:

@@ -20,13 +20,13 @@ from typing import Any
 
 import jax
 
-from rlexp.compat.tunix import (
+from rlexp.train.metrics import MetricsCollector
+from rlexp.train.stepclock import STEP, StepClock
+from rlexp.tunix.trainer import (
     publish_buffered_rollout_metrics,
     publish_pending_train_metrics,
     restored_checkpoint_metadata,
 )
-from rlexp.train.metrics import MetricsCollector
-from rlexp.train.stepclock import STEP, StepClock
 
 log = logging.getLogger(__name__)
 

@@ -20,6 +20,7 @@ import numpy as np
 from rlexp.config.algorithm_rules import overlong_buffer
 from rlexp.config.schema import TrainerConfig
 from rlexp.train.metrics import rlexp_metric_key
+from rlexp.tunix.learners import Step
 
 
 def overlong_penalty(lengths: Any, max_tokens: int, buffer_tokens: int, penalty: float = 1.0) -> np.ndarray:
@@ -47,73 +48,77 @@ def choose_groups(kept: list[np.ndarray], needed: int) -> tuple[list[tuple[int, 
 
 
 def learner_class(base: type) -> type:
-    """`base` (a Tunix GRPO-family learner) with the paper's dynamic sampling and overlong shaping."""
+    """`base` (a Tunix GRPO-family learner) with the paper's dynamic sampling and overlong shaping; built with
+    `trainer=` and `refill=` keywords. The overrides of Tunix are the seam's (rlexp.tunix.learners)."""
+    from rlexp.tunix.learners import hooked_learner_class
 
-    class PaperDapo(base):  # type: ignore[misc, valid-type]
-        def __init__(self, *args: Any, trainer: TrainerConfig, refill: Callable[[], dict], **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self._trainer, self._refill = trainer, refill
-            self._local = threading.local()  # rollouts run in Tunix's data thread, evals in the training one
+    hooked = hooked_learner_class(base)
 
-        # -- overlong shaping: tokens of each completion, recorded by the cluster's generate --------------
-        def _compute_rewards(self, prompts: list, completions: list, mode: Any, *args: Any, **kwargs: Any) -> Any:
-            rewards = np.asarray(super()._compute_rewards(prompts, completions, mode, *args, **kwargs), np.float64)
-            o, t = self._trainer.overlong, self._trainer
-            if o.enabled:
-                lengths = self.rl_cluster.completion_lengths()
-                shaped = overlong_penalty(lengths, t.max_completion_tokens, overlong_buffer(t), o.penalty)
-                rewards = rewards + shaped
-                self._buffer({"rewards/overlong/mean": float(shaped.mean())}, mode, np.mean)
-            self._local.rewards = rewards
-            return rewards
+    def make(*args: Any, trainer: TrainerConfig, refill: Callable[[], dict], **kwargs: Any) -> Any:
+        return hooked(*args, hooks=PaperDapo(trainer, refill), **kwargs)
 
-        # -- dynamic sampling ------------------------------------------------------------------------
-        def _generate_and_compute_advantage(self, training_input: dict, mode: Any = None) -> Any:
-            from tunix.rl.rl_cluster import Mode
+    make.__name__ = make.__qualname__ = f"Paper{base.__name__}"
+    return make
 
-            mode = Mode.TRAIN if mode is None else mode
-            first = super()._generate_and_compute_advantage(training_input, mode)
-            if mode != Mode.TRAIN or not self._trainer.dynamic_sampling.enabled:
-                return first
-            g = self.algo_config.num_generations
-            examples, kept = [first], [varied_groups(self._local.rewards, g)]
-            needed = len(kept[0])
-            while sum(int(k.sum()) for k in kept) < needed and len(kept) <= self._trainer.dynamic_sampling.max_rounds:
-                more = self._refill_input(len(training_input["prompts"]) // g, round_=len(kept))
-                examples.append(super()._generate_and_compute_advantage(more, mode))
-                kept.append(varied_groups(self._local.rewards, g))
-            chosen, short = choose_groups(kept, needed)
-            self._buffer(
-                {
-                    "dynamic_sampling/dropped_groups": float(sum(int((~k).sum()) for k in kept)),
-                    "dynamic_sampling/resampled_groups": float(needed * (len(kept) - 1)),
-                    "dynamic_sampling/rounds": float(len(kept) - 1),
-                    "dynamic_sampling/short_groups": float(short),
-                },
-                mode,
-                np.sum,
-            )
-            if len(examples) == 1 and not short:
-                return first
-            return gather_groups(examples, chosen, g)
 
-        def _refill_input(self, groups: int, round_: int) -> dict:
-            """`groups` further prompts from the refill stream, each repeated per generation as Tunix does."""
-            rows: dict[str, list] = {}
-            while not rows or len(rows["prompts"]) < groups:
-                batch = self._refill()
-                for k, v in batch.items():
-                    rows.setdefault(k, []).extend(list(v))
-            g = self.algo_config.num_generations
-            out = {k: np.repeat(np.asarray(v[:groups]), g, axis=0) for k, v in rows.items()}
-            out["trajectory_ids"] = [f"refill{round_}_{i // g}_{i % g}" for i in range(groups * g)]
-            return out
+class PaperDapo:
+    """The paper's overlong shaping (`rewards`) and dynamic sampling (`examples`), as the seam's learner hooks."""
 
-        def _buffer(self, values: dict[str, float], mode: Any, agg: Callable) -> None:
-            self.rl_cluster.buffer_metrics({rlexp_metric_key(k): (v, agg) for k, v in values.items()}, mode=mode)
+    def __init__(self, trainer: TrainerConfig, refill: Callable[[], dict]) -> None:
+        self.trainer, self.refill = trainer, refill
+        self.local = threading.local()  # rollouts run in Tunix's data thread, evals in the training one
 
-    PaperDapo.__name__ = PaperDapo.__qualname__ = f"Paper{base.__name__}"
-    return PaperDapo
+    # -- overlong shaping: tokens of each completion, recorded by the cluster's generate --------------
+    def rewards(self, rewards: np.ndarray, step: Step) -> np.ndarray:
+        o, t = self.trainer.overlong, self.trainer
+        if o.enabled:
+            shaped = overlong_penalty(step.completion_lengths(), t.max_completion_tokens, overlong_buffer(t), o.penalty)
+            rewards = rewards + shaped
+            _buffer(step, {"rewards/overlong/mean": float(shaped.mean())}, np.mean)
+        self.local.rewards = rewards
+        return rewards
+
+    # -- dynamic sampling ------------------------------------------------------------------------
+    def examples(self, training_input: dict, sample: Callable[[dict], Any], step: Step) -> Any:
+        first = sample(training_input)
+        if not step.training or not self.trainer.dynamic_sampling.enabled:
+            return first
+        g = step.num_generations
+        examples, kept = [first], [varied_groups(self.local.rewards, g)]
+        needed = len(kept[0])
+        while sum(int(k.sum()) for k in kept) < needed and len(kept) <= self.trainer.dynamic_sampling.max_rounds:
+            more = self.refill_input(len(training_input["prompts"]) // g, g, round_=len(kept))
+            examples.append(sample(more))
+            kept.append(varied_groups(self.local.rewards, g))
+        chosen, short = choose_groups(kept, needed)
+        _buffer(
+            step,
+            {
+                "dynamic_sampling/dropped_groups": float(sum(int((~k).sum()) for k in kept)),
+                "dynamic_sampling/resampled_groups": float(needed * (len(kept) - 1)),
+                "dynamic_sampling/rounds": float(len(kept) - 1),
+                "dynamic_sampling/short_groups": float(short),
+            },
+            np.sum,
+        )
+        if len(examples) == 1 and not short:
+            return first
+        return gather_groups(examples, chosen, g)
+
+    def refill_input(self, groups: int, g: int, round_: int) -> dict:
+        """`groups` further prompts from the refill stream, each repeated per generation as Tunix does."""
+        rows: dict[str, list] = {}
+        while not rows or len(rows["prompts"]) < groups:
+            batch = self.refill()
+            for k, v in batch.items():
+                rows.setdefault(k, []).extend(list(v))
+        out = {k: np.repeat(np.asarray(v[:groups]), g, axis=0) for k, v in rows.items()}
+        out["trajectory_ids"] = [f"refill{round_}_{i // g}_{i % g}" for i in range(groups * g)]
+        return out
+
+
+def _buffer(step: Step, values: dict[str, float], agg: Callable) -> None:
+    step.buffer({rlexp_metric_key(k): (v, agg) for k, v in values.items()})
 
 
 def gather_groups(examples: list[Any], chosen: list[tuple[int, int]], num_generations: int) -> Any:

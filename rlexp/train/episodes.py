@@ -29,7 +29,6 @@ from rlexp.tools.formats import FORMATS, Format
 from rlexp.tools.toolbox import ToolBox
 
 BUCKET = 16  # prompt widths of later turns round up to this many tokens
-TURN_FIELDS = ("max_prompt_length", "max_tokens_to_generate", "eos_tokens", "seed")  # what a turn's config sets
 
 Generate = Callable[[list[str], Any], Any]  # (prompt strings, RolloutConfig) -> RolloutOutput
 
@@ -204,58 +203,20 @@ class EpisodeRunner:
 
 
 def install(learner: Any, runner: EpisodeRunner) -> None:
-    """Make Tunix's GRPO-family learner roll out episodes and train on them under the episode mask.
-
-    The learner's `_generate_and_compute_advantage` (guarded by its source fingerprint) asks the cluster for
-    completions and builds a pad-only mask: during that call the cluster's `generate` runs episodes, and the
-    returned example's mask becomes the episode mask. Nothing of Tunix's is replaced.
-    """
-    from tunix.rl import rl_cluster as rl
-    from tunix.rl.grpo.grpo_learner import GRPOLearner
-    from tunix.rl.rollout.base_rollout import RolloutOutput
-
-    from rlexp.compat import patching
+    """Make Tunix's GRPO-family learner roll out episodes and train on them under the episode mask, through the
+    seam (rlexp.tunix.learners.route_rollouts); the episodes' stats are logged with the step's metrics."""
     from rlexp.train.metrics import rlexp_metric_key
+    from rlexp.tunix.learners import route_rollouts
 
-    target = patching.Target(GRPOLearner, "_generate_and_compute_advantage", "755b193e95aeeedb")
-    patching.check("episodes", [target], "run agent=single_turn, or " + patching.REINSTALL, key="agent=tools")
-    cluster = learner.rl_cluster
-    own = learner._generate_and_compute_advantage
-    own_generate = cluster.generate
-
-    def generate(prompts: list[str], mode: Any = rl.Mode.TRAIN, micro_batch_size: Any = None, **kw: Any) -> Any:
-        base = cluster.cluster_config.rollout_config
-
-        def turn(strings: list[str], config: Any) -> Any:
-            # the cluster's generate samples with its own rollout config (its mesh and perf spans around the
-            # call): this turn's widths, stop tokens and seed are set on it for the call
-            saved = {f: getattr(base, f) for f in TURN_FIELDS}
-            for f in TURN_FIELDS:
-                setattr(base, f, getattr(config, f))
-            try:
-                return own_generate(prompts=strings, mode=mode, micro_batch_size=micro_batch_size, **kw)
-            finally:
-                for f, v in saved.items():
-                    setattr(base, f, v)
-
+    def run(prompts: list[str], turn: Any, config: Any) -> Any:
         runner.tools.drain()  # the eval's calls are not this step's
-        ep = runner.run(list(prompts), turn, dataclasses.replace(base))
-        runner.check_tools()
-        return RolloutOutput(text=ep.final, logits=None, tokens=ep.tokens, left_padded_prompt_tokens=ep.prompt_tokens,
-                             logprobs=None)  # fmt: skip
+        ep = runner.run(prompts, turn, config)
+        runner.check_tools()  # agent.tool_error_budget: a tool failing on the step's calls stops the run
+        return ep
 
-    def generate_and_advantage(training_input: Any, mode: Any = rl.Mode.TRAIN) -> Any:
-        import jax.numpy as jnp
-
-        cluster.generate = generate
-        try:
-            example = own(training_input, mode)
-        finally:
-            del cluster.generate  # the instance attribute: the class's method again
+    def mask(completion_mask: np.ndarray, step: Any) -> np.ndarray:
         ep = runner.last
-        mask = ep.padded_mask(example.completion_mask.shape[1]) & np.asarray(example.completion_mask)
-        metrics = {rlexp_metric_key(k): (v, np.mean) for k, v in ep.stats().items()}
-        cluster.buffer_metrics(metrics, mode=mode)
-        return dataclasses.replace(example, completion_mask=jnp.asarray(mask))
+        step.buffer({rlexp_metric_key(k): (v, np.mean) for k, v in ep.stats().items()})
+        return ep.padded_mask(completion_mask.shape[1]) & completion_mask
 
-    learner._generate_and_compute_advantage = generate_and_advantage
+    route_rollouts(learner, run, mask)

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from tunix.sft.hooks import TrainingHooks
 
-from rlexp.compat.tunix import publish_pending_train_metrics, trains_lora_only
 from rlexp.errors import RlexpError
 from rlexp.train.collectives import settle
+from rlexp.tunix.trainer import publish_pending_train_metrics, trains_lora_only
 
 if TYPE_CHECKING:
     from rlexp.train.metrics import MetricsCollector

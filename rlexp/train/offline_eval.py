@@ -138,8 +138,9 @@ def run_offline_eval(
     """Evaluate; returns (the json written, its record)."""
     from rlexp.models.loader import load_tokenizer
     from rlexp.rewards.compose import build_rewards
-    from rlexp.train.cluster import lean_rollout_engine, prompt_width, rollout_config
+    from rlexp.train.cluster import prompt_width, rollout_config
     from rlexp.train.evaluate import Scorer, eval_sampling, evaluate
+    from rlexp.tunix.sampler import eval_rollout_engine, rollout_classes
 
     run_dir, root, step, hf_dir = find_target(target, step)
     conf = eval_config(run_dir, hf_dir, overrides)
@@ -151,7 +152,7 @@ def run_offline_eval(
     model = load_policy(conf, root, step)
     width = prompt_width([r["prompt"] for r in rows], tokenizer, conf.trainer.max_prompt_tokens)
     rc = rollout_config(conf, tokenizer, width)
-    engine = lean_rollout_engine()(model, tokenizer, None, rc)
+    engine = eval_rollout_engine(conf)(model, tokenizer, None, rc)
     scorer = Scorer(conf, build_rewards(conf.reward, 1))
     kept: dict[str, Any] = {}
     try:
@@ -177,6 +178,7 @@ def run_offline_eval(
             for r, c in zip(rows, kept["completions"], strict=True)
         ],
         "dataset_config": asdict(conf.dataset),
+        "classes": rollout_classes(engine),  # Tunix's own sampler, or perf.patches' lean_sampler
     }
     storage.write_json(path, record)
     return path, record

@@ -16,6 +16,9 @@ from typing import Any
 
 from rlexp import storage
 from rlexp.config.schema import RlexpConfig
+from rlexp.tunix.trainer import stop_open_trace
+
+__all__ = ["install_profiler", "profile_dir", "stop_open_trace"]
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +52,9 @@ def install_profiler(trainer: Any, conf: RlexpConfig, run_dir: str) -> str | Non
             trainer.train_steps,
         )
         return None
-    from tunix.sft.profiler import Profiler, ProfilerOptions
+    from tunix.sft.profiler import ProfilerOptions
+
+    from rlexp.tunix.trainer import give_profiler
 
     per_step = _iterations_per_step(conf)
     options = ProfilerOptions(
@@ -57,19 +62,5 @@ def install_profiler(trainer: Any, conf: RlexpConfig, run_dir: str) -> str | Non
         skip_first_n_steps=conf.profile.skip_steps * per_step,
         profiler_steps=conf.profile.steps * per_step,
     )
-    # Tunix 0.1.7 keeps the profiler and the iteration count in these two attributes (PeftTrainer.__init__)
-    trainer._prof = Profiler(trainer._iter_steps, conf.trainer.max_steps * per_step, options)
+    give_profiler(trainer, options, conf.trainer.max_steps * per_step)
     return log_dir
-
-
-def stop_open_trace() -> bool:
-    """Stop a trace Tunix started but did not stop (training ended early: a signal, a reward error budget), so
-    its file is written; True if one was open."""
-    import jax
-    from tunix.sft.profiler import Profiler
-
-    if not Profiler._is_active:
-        return False
-    jax.profiler.stop_trace()
-    Profiler._is_active = False
-    return True

@@ -23,6 +23,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from rlexp import log_setup, perf, storage
+from rlexp import tunix as tunix_seam
 from rlexp.config.derived import loads_reference_copy
 from rlexp.config.schema import RlexpConfig
 from rlexp.config.validate import check_steps
@@ -76,6 +77,7 @@ class TrainingSession:
         self.scorer: Any = None  # the eval's scorer over the run's reward functions, built at the first eval
         self.clock = StepClock()  # perf/step_time_sec, less checkpoint saves and mid-run evals
         self._bar: Any = None
+        self.classes: dict[str, str] = {}  # the Tunix classes that ran (rlexp.tunix.ran_classes)
         self.profile: str | None = None  # the trace's folder (profile.steps), once the trainer has its profiler
         self.episodes: Any = None  # agent=tools: the episode runner (rlexp.train.episodes)
         # Every process trains (collectives); only process 0 writes the run files and the tracker.
@@ -309,6 +311,7 @@ class TrainingSession:
 
         started = time.perf_counter()
         t = self.conf.trainer
+        tunix_seam.check(self.conf)  # every Tunix private this run reaches, fingerprinted (rlexp.tunix.privates)
         # the tracker's process imports its backend (wandb ~1.2 s) on the other core while this one loads
         tracker = self._spawn_tracker()
         try:
@@ -341,6 +344,7 @@ class TrainingSession:
                 self.conf, actor, reference, tokenizer, self.meshes, self.collector, self.run_dir, width, critic
             )
         learner = build_learner(self.conf, self.cluster, self.rewards.fns, [self.metric_fn], refill=self._refill())
+        self.classes = tunix_seam.ran_classes(self.cluster, learner)  # summary.json: perf.classes
         if self.conf.agent.kind == "tools":  # rollouts become episodes of turns and tool calls
             from rlexp.train.episodes import EpisodeRunner, install
 
@@ -452,7 +456,7 @@ class TrainingSession:
             },
             # profile.steps: the trace's folder, once a trace was written (a run stopped before the window has none)
             "profile": self.profile if self.profile and storage.exists(self.profile) else None,
-            "perf": perf.summary(),  # the perf patches applied (perf.patches) and the kernels built
+            "perf": perf.summary(self.classes),  # patches applied (perf.patches), kernels built, classes that ran
             "versions": rundir.versions(),
             "overrides": overrides,
             "plan": self.plan.to_dict(),  # the decisions plan.json holds (rlexp.train.plan)

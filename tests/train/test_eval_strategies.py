@@ -104,7 +104,8 @@ def test_greedy_strategy_answers_alike_across_engines_and_seeds() -> None:
 
     from rlexp.families.load import load_model
     from rlexp.models.loader import load_tokenizer
-    from rlexp.train.cluster import lean_rollout_engine, rollout_config
+    from rlexp.train.cluster import rollout_config
+    from rlexp.tunix.sampler import lean_rollout_engine
 
     conf = compose_conf()
     mesh = Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("fsdp", "tp"), axis_types=(AxisType.Auto,) * 2)

@@ -30,11 +30,15 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.slow
 def test_eval_of_the_run_and_its_export_reproduce_the_runs_eval(run_dir: Path, tmp_path: Path) -> None:
     after = json.loads((run_dir / "evals.json").read_text())["after"]
-    # the console script's command: a chosen step, another seed
-    proc = run_rlexp("eval", str(run_dir), "2", "seed=5", module="rlexp.console", check=True)
+    # the console script's command: a chosen step, another seed, Tunix's own sampler (perf.patches=[])
+    proc = run_rlexp("eval", str(run_dir), "2", "seed=5", "perf.patches=[]", module="rlexp.console", check=True)
     assert f"wrote {run_dir / 'eval' / 'arith-step2.json'}" in proc.stdout
     seeded = json.loads((run_dir / "eval" / "arith-step2.json").read_text())
     assert seeded["step"] == 2 and seeded["sampling"] == {"temperature": 0.01, "top_p": 1.0, "top_k": 1}
+    assert seeded["classes"] == {
+        "rollout": "tunix.rl.rollout.vanilla_rollout.VanillaRollout",
+        "sampler": "tunix.generate.sampler.Sampler",
+    }
     hf = tmp_path / "hf"
     from rlexp.export import main as export  # the export command is tested as typed in tests/test_export.py
 
@@ -45,7 +49,9 @@ def test_eval_of_the_run_and_its_export_reproduce_the_runs_eval(run_dir: Path, t
     for key in ("accuracy", "greedy_accuracy", "partial_accuracy", "format_accuracy", "mean_reward", "pass_at_2"):
         assert exported["metrics"][key] == pytest.approx(after[key]), key
     assert exported["metrics"]["total"] == 8
-    # greedy is greedy: the same answers with another seed; the temperature-1 samples are another draw
+    assert exported["classes"]["sampler"].startswith("rlexp.tunix.sampler.lean_rollout_engine.LeanSampler(")
+    # greedy is greedy: the same answers with another seed and Tunix's own sampler; the temperature-1 samples are
+    # another draw
     assert [r["completion"] for r in seeded["rows"]] == [r["completion"] for r in exported["rows"]]
     assert seeded["metrics"]["greedy_accuracy"] == after["greedy_accuracy"]
 

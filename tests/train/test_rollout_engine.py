@@ -82,7 +82,8 @@ def test_rollout_env_is_set_before_the_engine_but_never_over_a_set_variable(monk
 def test_vanilla_leaves_vllm_fields_at_tunix_defaults() -> None:
     from tunix.rl.rollout.base_rollout import RolloutConfig
 
-    from rlexp.train.cluster import lean_rollout_engine, rollout_config, rollout_engine
+    from rlexp.train.cluster import rollout_config, rollout_engine
+    from rlexp.tunix.sampler import lean_rollout_engine
 
     cfg = compose_conf()
     rc, default = rollout_config(cfg, TOKENIZER), RolloutConfig()
@@ -90,6 +91,8 @@ def test_vanilla_leaves_vllm_fields_at_tunix_defaults() -> None:
         assert getattr(rc, field) == getattr(default, field)
     assert rollout_engine(cfg, colocated=False) == "vanilla"
     assert rollout_engine(cfg, colocated=True).__name__ == lean_rollout_engine().__name__ == "LeanRollout"
+    # perf.patches=[]: Tunix's own rollout and Sampler, colocated or not
+    assert rollout_engine(compose_conf(["perf.patches=[]"]), colocated=True) == "vanilla"
 
 
 @pytest.mark.parametrize(
@@ -200,7 +203,8 @@ def test_lean_sampler_returns_what_tunix_sampler_returns(options: dict) -> None:
 
     from rlexp.families.load import load_model
     from rlexp.models.loader import load_tokenizer
-    from rlexp.train.cluster import lean_rollout_engine, rollout_config
+    from rlexp.train.cluster import rollout_config
+    from rlexp.tunix.sampler import lean_rollout_engine
 
     conf = compose_conf()
     mesh = Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("fsdp", "tp"), axis_types=(AxisType.Auto,) * 2)

@@ -1,4 +1,4 @@
-"""Tunix internals rlexp works around (rlexp.compat.tunix): the package `__init__` runs only when a top-level name
+"""Tunix internals rlexp works around (rlexp.tunix.imports): the package `__init__` runs only when a top-level name
 is asked for."""
 
 import subprocess

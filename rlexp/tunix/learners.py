@@ -1,0 +1,128 @@
+"""Tunix's GRPO-family learners with rlexp's algorithm logic plugged in where Tunix 0.1.7 has no public hook
+(rows `learners` of rlexp.tunix.privates): the seam overrides or wraps `_compute_rewards` and
+`_generate_and_compute_advantage` and hands rlexp's code plain values through `Step`.
+
+- `hooked_learner_class(base)`: DAPO's overlong shaping (`Hooks.rewards`) and dynamic sampling
+  (`Hooks.examples`), rlexp.train.dapo;
+- `route_rollouts(learner, ...)`: agent=tools' episodes and their loss mask, rlexp.train.episodes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """What rlexp's learner logic sees of one rollout call: whether it trains, and the learner's public parts."""
+
+    learner: Any
+    mode: Any
+
+    @property
+    def training(self) -> bool:
+        from tunix.rl.rl_cluster import Mode
+
+        return self.mode == Mode.TRAIN
+
+    @property
+    def num_generations(self) -> int:
+        return self.learner.algo_config.num_generations
+
+    def completion_lengths(self) -> list[int]:
+        """Token counts of this thread's last rollout (RecordingCluster, rlexp.tunix.sampler)."""
+        return self.learner.rl_cluster.completion_lengths()
+
+    def buffer(self, metrics: dict[str, tuple[float, Callable]]) -> None:
+        """Log metrics (name -> (value, aggregate)) at this step, with the rollout's own."""
+        self.learner.rl_cluster.buffer_metrics(metrics, mode=self.mode)
+
+
+class Hooks(Protocol):
+    def rewards(self, rewards: np.ndarray, step: Step) -> np.ndarray: ...
+
+    def examples(self, training_input: dict, sample: Callable[[dict], Any], step: Step) -> Any: ...
+
+
+def hooked_learner_class(base: type) -> type:
+    """`base` (a Tunix GRPO-family learner) whose rewards and rollout-to-example pass go through `hooks`
+    (a keyword of the constructor): `hooks.rewards(rewards, step)` returns the rewards the advantages use;
+    `hooks.examples(training_input, sample, step)` returns the TrainExample, calling `sample(input)` (Tunix's own
+    pass) as many times as it needs."""
+
+    class Hooked(base):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, hooks: Hooks, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.rlexp_hooks = hooks
+
+        def _compute_rewards(self, prompts: list, completions: list, mode: Any, *args: Any, **kwargs: Any) -> Any:
+            rewards = np.asarray(super()._compute_rewards(prompts, completions, mode, *args, **kwargs), np.float64)
+            return self.rlexp_hooks.rewards(rewards, Step(self, mode))
+
+        def _generate_and_compute_advantage(self, training_input: dict, mode: Any = None) -> Any:
+            from tunix.rl.rl_cluster import Mode
+
+            mode = Mode.TRAIN if mode is None else mode
+            own = super()._generate_and_compute_advantage
+            return self.rlexp_hooks.examples(training_input, lambda x: own(x, mode), Step(self, mode))
+
+    Hooked.__name__ = Hooked.__qualname__ = f"Hooked{base.__name__}"
+    return Hooked
+
+
+def route_rollouts(
+    learner: Any,
+    run: Callable[[list[str], Callable[[list[str], Any], Any], Any], Any],
+    mask: Callable[[np.ndarray, Step], np.ndarray],
+) -> None:
+    """Make `learner`'s rollouts go through `run(prompts, turn, rollout_config)` (an object with `final` texts,
+    `tokens` and `prompt_tokens`; `turn(strings, config)` samples once with the cluster's own generate, under
+    `config`'s widths, stop tokens and seed) and train under `mask(completion_mask, step)`.
+
+    The learner's `_generate_and_compute_advantage` (guarded by its fingerprint) asks the cluster for
+    completions and builds a pad-only mask: during that call the cluster's `generate` runs `run`, and the
+    returned example's mask becomes `mask`'s. Nothing of Tunix's is replaced.
+    """
+    from tunix.rl import rl_cluster as rl
+    from tunix.rl.rollout.base_rollout import RolloutOutput
+
+    cluster = learner.rl_cluster
+    own = learner._generate_and_compute_advantage
+    own_generate = cluster.generate
+    fields = ("max_prompt_length", "max_tokens_to_generate", "eos_tokens", "seed")  # what a turn's config sets
+
+    def generate(prompts: list[str], mode: Any = rl.Mode.TRAIN, micro_batch_size: Any = None, **kw: Any) -> Any:
+        base = cluster.cluster_config.rollout_config
+
+        def turn(strings: list[str], config: Any) -> Any:
+            # the cluster's generate samples with its own rollout config (its mesh and perf spans around the
+            # call): this turn's widths, stop tokens and seed are set on it for the call
+            saved = {f: getattr(base, f) for f in fields}
+            for f in fields:
+                setattr(base, f, getattr(config, f))
+            try:
+                return own_generate(prompts=strings, mode=mode, micro_batch_size=micro_batch_size, **kw)
+            finally:
+                for f, v in saved.items():
+                    setattr(base, f, v)
+
+        ep = run(list(prompts), turn, dataclasses.replace(base))
+        return RolloutOutput(text=ep.final, logits=None, tokens=ep.tokens, left_padded_prompt_tokens=ep.prompt_tokens,
+                             logprobs=None)  # fmt: skip
+
+    def generate_and_advantage(training_input: Any, mode: Any = rl.Mode.TRAIN) -> Any:
+        import jax.numpy as jnp
+
+        cluster.generate = generate
+        try:
+            example = own(training_input, mode)
+        finally:
+            del cluster.generate  # the instance attribute: the class's method again
+        new = mask(np.asarray(example.completion_mask), Step(learner, mode))
+        return dataclasses.replace(example, completion_mask=jnp.asarray(new))
+
+    learner._generate_and_compute_advantage = generate_and_advantage
