@@ -245,8 +245,10 @@ def export(
     prefix = "model.language_model." if any(k.startswith("model.language_model.") for k in source) else "model."
     if adapter:
         from rlexp.models.export_peft import adapter_tensors, write_adapter
+        from rlexp.models.lora import _lora_einsums
 
-        tensors = adapter_tensors(m, model, prefix)
+        to_hf = lambda params: hf_tensors(m, params, prefix)  # noqa: E731 - the family's names, this prefix
+        tensors = adapter_tensors(m, flat_params(model), _lora_einsums(model), to_hf)
         dest = claim_output_dir(out, note=f"written by: {command}\n")
         _drop_other_export(dest, adapter=True)
         write_adapter(dest, cfg, tensors, m.hf_id or str(base_dir), step)

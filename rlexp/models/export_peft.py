@@ -12,6 +12,7 @@ the family's own name mapping, `hf_tensors`) and refuses in one line where it is
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,14 +24,16 @@ from rlexp.errors import RlexpError
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 
 
-def adapter_tensors(m: ModelConfig, model: Any, prefix: str) -> dict[str, np.ndarray]:
+def adapter_tensors(
+    m: ModelConfig,
+    params: dict[str, np.ndarray],
+    einsums: dict[str, tuple[str, str, str]],
+    to_hf: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]],
+) -> dict[str, np.ndarray]:
     """{"base_model.model.<module>.lora_A.weight": [r, in], "...lora_B.weight": [out, r]} of a LoRA model's
-    adapters (the model as `apply_lora` made it and the checkpoint restored it)."""
-    from rlexp.models.export import flat_params, hf_tensors
-    from rlexp.models.lora import _lora_einsums
-
-    params, einsums = flat_params(model), _lora_einsums(model)
-
+    adapters. `params`: its flat parameters, `_lora_a`/`_lora_b` leaves included (rlexp.models.export.flat_params);
+    `einsums`: qwix's einsum adapters (rlexp.models.lora._lora_einsums); `to_hf`: the family's nnx -> Hugging Face
+    tensors (rlexp.models.export.hf_tensors; passed in, as that module calls this one)."""
     out: dict[str, np.ndarray] = {}
     for key in sorted(k for k in params if k.endswith("_lora_a")):
         base = key[: -len("_lora_a")]
@@ -42,7 +45,7 @@ def adapter_tensors(m: ModelConfig, model: Any, prefix: str) -> dict[str, np.nda
             raise _no_peft_layout(m, weight_key)
         rank = a.shape[-1]
         n_in = int(np.prod(a.shape[:-1]))
-        mapped = hf_tensors(m, {weight_key: w}, prefix)
+        mapped = to_hf({weight_key: w})
         names = [n for n, v in mapped.items() if n.endswith(".weight")]
         if len(mapped) != 1 or not names or w.size != n_in * int(np.prod(b.shape[1:])):
             raise _no_peft_layout(m, weight_key)
