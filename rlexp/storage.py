@@ -163,3 +163,38 @@ def is_remote_source(source: str | None) -> bool:
     if not source or str(source).startswith(("memory://", "file://")):
         return False
     return not Path(str(source)).expanduser().exists()
+
+
+# The file that marks a folder as rlexp's own output (claim_output_dir): rlexp writes into no other non-empty folder.
+OUTPUT_MARKER = ".rlexp-output"
+
+
+def check_output_dir(path: str | Path, key: str = "--out", marker: str = OUTPUT_MARKER) -> Path:
+    """The local folder `path` if rlexp may write into it: absent, empty, or carrying `marker` (an earlier rlexp
+    output); else a one-line RlexpError naming `key`, the folder and the fix. Writes nothing (see claim_output_dir)."""
+    from rlexp.errors import RlexpError
+
+    dest = Path(path).expanduser()
+    if dest.exists() and not dest.is_dir():
+        raise RlexpError(f"{key}={path}: a file is there; give a folder (new, or one rlexp wrote before)")
+    if dest.is_dir() and not (dest / marker).is_file():
+        try:
+            others = next(iter(os.scandir(dest)), None) is not None
+        except OSError as err:
+            raise RlexpError(f"{key}={path}: cannot list the folder ({err.strerror}); give another {key}") from None
+        if others:
+            raise RlexpError(
+                f"{key}={path}: a folder holding other files that rlexp did not write (no {marker}); "
+                f"give another {key}, or delete the folder"
+            )
+    return dest
+
+
+def claim_output_dir(path: str | Path, key: str = "--out", marker: str = OUTPUT_MARKER, note: str = "rlexp\n") -> Path:
+    """`check_output_dir`, then the folder created and `marker` written into it (its text: `note`), so that rlexp
+    may write into it again later and into nothing it did not make. Call it right before the first write: a command
+    refused earlier leaves no folder behind."""
+    dest = check_output_dir(path, key, marker)
+    dest.mkdir(parents=True, exist_ok=True)
+    write_text(str(dest / marker), note)
+    return dest

@@ -122,3 +122,48 @@ def test_large_exports_are_sharded_with_an_index(tmp_path):
     assert sorted(back) == sorted(tensors) and all((back[k] == tensors[k]).all() for k in tensors)
     write_shards(tensors, tmp_path, {"format": "pt"})  # small again: one file, stale shards removed
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.safetensors"]
+
+
+def _fake_download(folder: Path) -> dict[str, bytes]:
+    """A downloaded model's folder (weights, config, tokenizer) as bytes by name."""
+    folder.mkdir(parents=True)
+    files = {"config.json": b'{"model_type": "llama"}', "model.safetensors": b"\x00weights", "tokenizer.json": b"{}"}
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+    return files
+
+
+def test_output_dirs_are_claimed_only_when_empty_or_rlexps(tmp_path):
+    from rlexp.errors import RlexpError
+    from rlexp.storage import OUTPUT_MARKER, check_output_dir, claim_output_dir
+
+    files = _fake_download(tmp_path / "model")
+    with pytest.raises(RlexpError, match=r"--out=.*/model: a folder holding other files that rlexp did not write"):
+        claim_output_dir(tmp_path / "model")
+    assert {p.name: p.read_bytes() for p in (tmp_path / "model").iterdir()} == files
+    assert claim_output_dir(tmp_path / "new" / "dir") == tmp_path / "new" / "dir"  # absent: made, marked
+    assert (tmp_path / "new" / "dir" / OUTPUT_MARKER).is_file()
+    (tmp_path / "new" / "dir" / "model.safetensors").write_bytes(b"an earlier output")
+    assert check_output_dir(tmp_path / "new" / "dir", key="--out")  # marked: rlexp's again
+    (tmp_path / "empty").mkdir()
+    assert claim_output_dir(tmp_path / "empty", key="output")
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(RlexpError, match="output=.*: a file is there"):
+        check_output_dir(tmp_path / "f", key="output")
+
+
+def test_export_refuses_a_folder_it_did_not_write(tmp_path, capsys):
+    """`rlexp export RUN --out <a downloaded model>` replaced its weights, config and tokenizer (exit 0); now one
+    line, exit 2, and the folder byte for byte as it was (refused before any weight is loaded)."""
+    from rlexp.export import main
+
+    run = tmp_path / "run"
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "config.yaml").write_text(OmegaConf.to_yaml(compose_cfg(["model=tiny"])))
+    (run / "checkpoints" / "actor" / "3").mkdir(parents=True)
+    files = _fake_download(tmp_path / "model")
+    assert main([str(run), "--out", str(tmp_path / "model")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and f"{tmp_path / 'model'}: a folder holding other files" in err
+    assert "give another --out, or delete the folder" in err
+    assert {p.name: p.read_bytes() for p in (tmp_path / "model").iterdir()} == files

@@ -3,7 +3,8 @@
 Loads the run's base model (its `.hydra/config.yaml` names it), restores the actor checkpoint
 (merging LoRA adapters when the run trained some), converts the weights back to the Hugging Face
 names and layouts of the family (its spec's `hf_names`), and writes model.safetensors with the base checkpoint's
-config.json and tokenizer files. Tensors of the base checkpoint that rlexp does not train (a vision
+config.json, a tokenizer that adds BOS as rlexp's sampler does, the run's chat template, generation_config.json
+with the eval's sampling and a model card (rlexp.models.export_extras); `--adapter` writes a PEFT folder instead. Tensors of the base checkpoint that rlexp does not train (a vision
 tower, say) are copied unchanged, so `transformers` loads the folder like the original.
 """
 
@@ -11,11 +12,13 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from rlexp.config.schema import ModelConfig
+from rlexp.config.schema import ModelConfig, RlexpConfig
 from rlexp.errors import RlexpError
 from rlexp.families.load import load_model
 from rlexp.families.registry import family_of
@@ -56,27 +59,80 @@ def hf_names(m: ModelConfig, key: str, v: np.ndarray, prefix: str) -> HfNames | 
     return family_of(m).hf_names(m, key, v, prefix)
 
 
-def export(target: str, out: str) -> Path:
-    """Write the Hugging Face folder for a run's latest (or the given) actor checkpoint; returns it."""
+def export(
+    target: str,
+    out: str,
+    *,
+    adapter: bool = False,
+    sampling: Callable[[RlexpConfig], dict[str, Any]] | None = None,
+    command: str = "rlexp export",
+) -> Path:
+    """Write the Hugging Face folder for a run's latest (or the given) actor checkpoint; returns it.
+
+    `adapter`: a LoRA run's adapters as a PEFT folder instead of merged weights (rlexp.models.export_peft).
+    `sampling`: the eval's sampling of a config (the entry point passes rlexp.train.evaluate.eval_sampling) for
+    generation_config.json; `command`: what the model card says wrote the folder."""
+    from rlexp.models import export_extras
+    from rlexp.models.loader import load_tokenizer
+    from rlexp.storage import claim_output_dir
+
     run_dir, ckpt_root, step = find_checkpoint(Path(target).expanduser())
     cfg = run_config(run_dir)
     check_out(out)  # before any weight is loaded
     m, lora = cfg.model, cfg.trainer.lora
+    if adapter and lora.rank <= 0:
+        raise RlexpError("--adapter: the run trained no LoRA adapters (trainer.lora.rank=0); export without --adapter")
     base_dir = resolve_model_dir(m)
+    if Path(out).expanduser().resolve() == Path(base_dir).resolve():
+        raise RlexpError(f"--out {out} is the base checkpoint's folder; export into a new folder")
     model = load_model(m, None)
     if lora.rank > 0:
         from rlexp.models.lora import apply_lora
 
         model = apply_lora(model, lora, None, seed=cfg.seed)
     restore_actor(model, ckpt_root, step, lora_only=lora.rank > 0)
+    source = source_tensors(base_dir)
+    prefix = "model.language_model." if any(k.startswith("model.language_model.") for k in source) else "model."
+    if adapter:
+        from rlexp.models.export_peft import adapter_tensors, write_adapter
+        from rlexp.models.lora import lora_einsums
+
+        to_hf = lambda params: hf_tensors(m, params, prefix)  # noqa: E731 - the family's names, this prefix
+        tensors = adapter_tensors(m, flat_params(model), lora_einsums(model), to_hf)
+        dest = claim_output_dir(out, note=f"written by: {command}\n")
+        _drop_other_export(dest, adapter=True)
+        write_adapter(dest, cfg, tensors, m.hf_id or str(base_dir), step)
+        files = [n for n in CONFIG_AND_TOKENIZER_FILES if n != "config.json"]  # a config.json reads as a full model
+    else:
+        tensors = _merged_tensors(m, model, lora, source, prefix)
+        dest = claim_output_dir(out, note=f"written by: {command}\n")
+        _drop_other_export(dest, adapter=False)
+        write_shards(tensors, dest, {"format": "pt", "rlexp_step": str(step)})
+        files = list(CONFIG_AND_TOKENIZER_FILES)
+    for name in files:
+        (dest / name).unlink(missing_ok=True)  # an earlier export's, which this base may not have
+        if (base_dir / name).is_file():
+            shutil.copy(base_dir / name, dest / name)
+    if not adapter:
+        config = json.loads((dest / "config.json").read_text())
+        config.pop("quantization_config", None)  # weights are written dequantised
+        (dest / "config.json").write_text(json.dumps(config, indent=2))
+    chosen = sampling(cfg) if sampling is not None else {"temperature": 0.0, "top_p": 1.0, "top_k": 1}
+    export_extras.finish_folder(dest, cfg, load_tokenizer(m), chosen)
+    (dest / "README.md").write_text(
+        export_extras.model_card(cfg, run_dir, step, command, adapter=adapter, sampling=chosen)
+    )
+    return dest
+
+
+def _merged_tensors(m: ModelConfig, model: Any, lora: Any, source: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """The Hugging Face tensors of the restored model, adapters merged, with the base's untrained tensors."""
     if lora.rank > 0:
         from rlexp.models.lora import merged_state
 
         params = merged_state(model, lora.alpha, lora.rank)
     else:
         params = flat_params(model)
-    source = source_tensors(base_dir)
-    prefix = "model.language_model." if any(k.startswith("model.language_model.") for k in source) else "model."
     tensors = hf_tensors(m, params, prefix)
     drops = family_of(m).export_drops  # gpt-oss: MXFP4 experts are written back dequantised
     source = {k: v for k, v in source.items() if not (drops and k.endswith(drops))}
@@ -86,15 +142,13 @@ def export(target: str, out: str) -> Path:
             tensors[name] = np.ascontiguousarray(value)
     if dtype is not None:
         tensors = {k: (v.astype(dtype) if v.dtype.kind == "f" else v) for k, v in tensors.items()}
-    dest = Path(out).expanduser()
-    if dest.resolve() == Path(base_dir).resolve():
-        raise RlexpError(f"--out {out} is the base checkpoint's folder; export into a new folder")
-    dest.mkdir(parents=True, exist_ok=True)
-    write_shards(tensors, dest, {"format": "pt", "rlexp_step": str(step)})
-    for name in CONFIG_AND_TOKENIZER_FILES:
-        if (base_dir / name).is_file():
-            shutil.copy(base_dir / name, dest / name)
-    config = json.loads((dest / "config.json").read_text())
-    config.pop("quantization_config", None)  # weights are written dequantised
-    (dest / "config.json").write_text(json.dumps(config, indent=2))
-    return dest
+    return tensors
+
+
+def _drop_other_export(dest: Path, *, adapter: bool) -> None:
+    """An earlier export of the other kind into this (rlexp's) folder: its weights go, so one kind remains."""
+    from rlexp.models.export_peft import ADAPTER_FILES
+
+    stale = [dest / "config.json", *dest.glob("model*.safetensors*")] if adapter else [dest / n for n in ADAPTER_FILES]
+    for path in stale:
+        path.unlink(missing_ok=True)

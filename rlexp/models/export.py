@@ -61,13 +61,10 @@ def run_config(run_dir: Path) -> RlexpConfig:
 
 
 def check_out(out: str) -> Path:
-    """The folder to write into: new, or holding an earlier export; never a file."""
-    dest = Path(out).expanduser()
-    if dest.exists() and not dest.is_dir():
-        raise RlexpError(f"--out={out}: a file is there; give a folder (new, or one an earlier export wrote)")
-    if dest.is_dir() and any(dest.iterdir()) and not (dest / "config.json").is_file():
-        raise RlexpError(f"--out={out}: a folder holding other files; give a new folder")
-    return dest
+    """The folder to write into: new, empty, or an earlier rlexp output (its marker); never a file or another's folder."""
+    from rlexp.storage import check_output_dir
+
+    return check_output_dir(out)
 
 
 def flat_params(model: Any) -> dict[str, np.ndarray]:

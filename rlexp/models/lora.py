@@ -103,7 +103,7 @@ def _restore_configs(models: list[Any], swaps: list[tuple[str, Any, Any]]) -> No
                     setattr(node, attr, own)
 
 
-def _lora_einsums(model: Any) -> dict[str, tuple[str, str, str]]:
+def lora_einsums(model: Any) -> dict[str, tuple[str, str, str]]:
     """{weight path: (a subscripts, b subscripts, weight subscripts)} of adapters qwix put on einsums."""
     out = {}
     for path, node in nnx.iter_graph(model):
@@ -126,7 +126,7 @@ def merged_state(model: Any, alpha: float, rank: int) -> dict[str, np.ndarray]:
         for path, v in jax.tree_util.tree_flatten_with_path(nnx.to_pure_dict(nnx.state(model, nnx.Param)))[0]
         for path in [tuple(getattr(p, "key", getattr(p, "idx", p)) for p in path)]
     }
-    einsums = _lora_einsums(model)
+    einsums = lora_einsums(model)
     out = {k: v for k, v in flat.items() if not k.endswith(("_lora_a", "_lora_b"))}
     for key in [k for k in flat if k.endswith("_lora_a")]:
         base = key[: -len("_lora_a")]
