@@ -32,6 +32,8 @@ def record_job(cfg: DictConfig) -> Callable[[], None]:
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
 
+    from rlexp import storage
+
     hc = HydraConfig.get()
     out = Path(hc.runtime.output_dir)
     records = out / ".hydra"
@@ -41,9 +43,9 @@ def record_job(cfg: DictConfig) -> Callable[[], None]:
     had_records, log_size = records.is_dir(), log.stat().st_size if log.is_file() else None
     if hc.output_subdir is None:
         records.mkdir(parents=True, exist_ok=True)
-        OmegaConf.save(cfg, records / "config.yaml")
-        OmegaConf.save(HydraConfig.instance().cfg, records / "hydra.yaml")
-        OmegaConf.save(hc.overrides.task, records / "overrides.yaml")
+        for name, node in (("config.yaml", cfg), ("hydra.yaml", HydraConfig.instance().cfg),
+                           ("overrides.yaml", hc.overrides.task)):  # fmt: skip
+            storage.write_text(str(records / name), OmegaConf.to_yaml(node))  # secrets scrubbed (rlexp.redact)
     cli.take_run_log(str(log))  # a failure's traceback goes there from now on
 
     def undo() -> None:
