@@ -14,7 +14,15 @@ import pytest
 
 from tests.helpers import SHORT, rlexp_command, rlexp_env
 
-SLEEPY = "import time\ndef forever(prompts, completions, **fields):\n    time.sleep(3600)\n"
+# the first call (a preflight's) scores; every later one (training's, with the tracker's process up) hangs
+SLEEPY = """import os, time
+def forever(prompts, completions, **fields):
+    mark = os.path.join(os.path.dirname(os.path.abspath(__file__)), "called")
+    if os.path.exists(mark):
+        time.sleep(3600)
+    open(mark, "w").close()
+    return [0.0] * len(completions)
+"""
 
 
 def _descendants_when_busy(proc: subprocess.Popen, marker: str, timeout: float = 240.0) -> list[psutil.Process]:
@@ -45,7 +53,9 @@ def _left_running(kids: list[psutil.Process], grace: float = 20.0) -> list[str]:
     return [f"{k.pid} {' '.join(k.cmdline())[:120]}" for k in alive]
 
 
-def _interrupt(args: list[str], module: str, sig: int, tmp: Path) -> tuple[int, str, list[str]]:
+def _interrupt(args: list[str], module: str, sig: int, tmp: Path) -> tuple[int, str, list[str], str]:
+    """Run the command, signal it while its reward runs; its status, stderr, the children left running and the
+    command lines of the children it had."""
     (tmp / "sleepy.py").write_text(SLEEPY)
     proc = subprocess.Popen(
         rlexp_command(*args, module=module),
@@ -59,12 +69,13 @@ def _interrupt(args: list[str], module: str, sig: int, tmp: Path) -> tuple[int, 
     )
     try:
         kids = _descendants_when_busy(proc, "die_with_parent")  # rlexp.children's prelude to the reward's worker
+        names = " ".join(" ".join(k.cmdline())[:200] for k in kids if k.is_running())
         if sig == signal.SIGINT:
             os.killpg(proc.pid, sig)  # Ctrl-C: the terminal signals the whole foreground group
         else:
             proc.send_signal(sig)
         _, err = proc.communicate(timeout=120)
-        return proc.returncode, err, _left_running(kids)
+        return proc.returncode, err, _left_running(kids), names
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -84,7 +95,8 @@ def test_validate_leaves_no_reward_process(sig: int, tmp_path: Path) -> None:
         f"validate.completions={tmp_path}/c.jsonl",
         f"hydra.run.dir={tmp_path}/run",
     ]
-    code, err, left = _interrupt(args, "rlexp.validate", sig, tmp_path)
+    (tmp_path / "called").touch()  # validate's one call hangs
+    code, err, left, _ = _interrupt(args, "rlexp.validate", sig, tmp_path)
     assert not left, f"still running after {signal.Signals(sig).name}: {left}"
     if sig == signal.SIGINT:
         assert code == 130 and err.strip().splitlines()[-1].startswith("rlexp: error: interrupted"), err[-2000:]
@@ -101,5 +113,6 @@ def test_training_leaves_no_reward_process(sig: int, tmp_path: Path) -> None:
         "logger=tensorboard",  # the tracker's process too
         f"hydra.run.dir={tmp_path}/run",
     ]
-    _, err, left = _interrupt(args, "rlexp", sig, tmp_path)
+    _, err, left, names = _interrupt(args, "rlexp", sig, tmp_path)
+    assert "rlexp.tracking.worker" in names, names  # killed while training: the tracker's process was up
     assert not left, f"still running after {signal.Signals(sig).name}: {left}\n{err[-2000:]}"
