@@ -126,7 +126,8 @@ def test_validate_against_servers_that_echo_the_key(echo_url: str, tmp_path: Pat
         proc = _run([*reward, f"validate.completions={tmp_path}/c.jsonl", f"hydra.run.dir={tmp_path}/run"],
                     "rlexp.validate", tmp_path)  # fmt: skip
         assert proc.returncode == 1, proc.stderr[-3000:]
-        assert "***" in proc.stderr + proc.stdout, proc.stderr[-3000:]  # the echoed key was there, masked
+        if "reward=judge" in reward:  # the judge's error quotes the body: the echoed key was there, masked
+            assert "***" in proc.stderr + proc.stdout, proc.stderr[-3000:]
         assert_no_secret(proc, tmp_path)
 
 
