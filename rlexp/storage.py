@@ -14,6 +14,8 @@ from typing import Any
 
 import fsspec
 
+from rlexp.redact import scrub
+
 
 def is_url(path: str) -> bool:
     return "://" in str(path)
@@ -100,6 +102,8 @@ def read_jsonl(path: str) -> list[dict[str, Any]]:
 
 
 def write_text(path: str, text: str) -> None:
+    """Write `text` whole (a temporary file renamed over `path`), its secrets scrubbed (rlexp.redact)."""
+    text = scrub(text)
     if not is_url(path):
         directory = os.path.dirname(os.path.abspath(path))
         os.makedirs(directory, exist_ok=True)

@@ -261,8 +261,11 @@ def _write(out_dir: str, result: dict[str, Any]) -> None:
 
     fs, root = fsspec.core.url_to_fs(out_dir)
     fs.makedirs(root, exist_ok=True)
+    from rlexp.redact import scrub
+
+    text = scrub(json.dumps(result, indent=2, allow_nan=False, default=str))  # a judge's echoed key, say
     with fsspec.open(f"{out_dir.rstrip('/')}/validation.json", "wt") as f:
-        json.dump(result, f, indent=2, allow_nan=False, default=str)
+        f.write(text)
 
 
 def reward_table(rewards: dict[str, Any]) -> str:

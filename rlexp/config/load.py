@@ -51,6 +51,9 @@ def to_config(cfg: DictConfig | dict) -> RlexpConfig:
     A composed DictConfig has had its types checked by OmegaConf; a resolved dict (the launcher's fast
     sweep path) comes from such a DictConfig, so it is only re-assembled into dataclasses.
     """
+    from rlexp.redact import note_config
+
+    note_config(cfg)  # the keys and `*_env` variables it names are scrubbed from every output from now on
     if isinstance(cfg, dict):
         return _typed(cfg, RlexpConfig)
     from rlexp.config.keys import check_declared

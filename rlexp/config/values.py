@@ -125,6 +125,9 @@ def check_values(cfg: RlexpConfig) -> None:
     for i, f in enumerate(cfg.reward.functions):
         if len(f.range) != 2 or f.range[0] > f.range[1]:
             raise ConfigError(f"reward.functions[{i}].range", list(f.range), "use [low, high] with low <= high")
+    price = cfg.cost.price_per_chip_hour  # here, not only in the cost estimate: a run must not start with it
+    if price is not None and not price >= 0:
+        raise ConfigError("cost.price_per_chip_hour", price, "use USD >= 0, or null for the list price")
     check_objective(cfg.objective)
     check_perf_patches(list(cfg.perf.patches))
     check_templates(cfg.data_template, cfg.chat_template)

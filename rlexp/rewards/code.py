@@ -141,10 +141,18 @@ def _values(fn: Any, sandbox: Sandbox, job: dict[str, Any], n: int, clip: list[f
     return values
 
 
-def _check_code(snippet: str | None = None, file: str | None = None, sandbox: str = "bwrap", **_: Any) -> None:
+_LIMITS = ("timeout_s", "item_timeout_s", "cpu_s", "memory_mb", "nproc")
+
+
+def _check_limits(kwargs: dict[str, Any]) -> None:
+    """The sandbox's limits given in kwargs, checked with the config (a negative memory_mb), not at the build."""
+    _sandbox(kwargs.get("sandbox", "bwrap"), _K, **{k: kwargs[k] for k in _LIMITS if k in kwargs})
+
+
+def _check_code(snippet: str | None = None, file: str | None = None, **kwargs: Any) -> None:
     source, where = _snippet_source(snippet, file)
     check_snippet(source, where, f"{_K}.{'file' if file else 'snippet'}")
-    _sandbox(sandbox, _K)
+    _check_limits(kwargs)
 
 
 @register("code", check=lambda key, kwargs: _check_code(**kwargs))
@@ -181,7 +189,7 @@ def code_reward(
     return code
 
 
-@register("code_tests", check=lambda key, kwargs: _sandbox(kwargs.get("sandbox", "bwrap"), _K))
+@register("code_tests", check=lambda key, kwargs: _check_limits(kwargs))
 def code_tests_reward(
     tests_field: str = "tests",
     sandbox: str = "bwrap",

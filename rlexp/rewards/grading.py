@@ -6,7 +6,7 @@ processes started through a forkserver (no fork of a process that holds JAX thre
 each call gets `timeout_s`, a worker that overruns is terminated (SIGTERM, then SIGKILL)
 and replaced, and its pair is reported as None, i.e. an errored invocation. Workers also
 retire after `max_tasks` calls, since sympy caches grow. `close()` (also run at exit and when
-the pool is garbage-collected) stops every worker; no process outlives the pool.
+the pool is garbage-collected) stops every worker; no process outlives the pool, nor rlexp (rlexp.children).
 """
 
 from __future__ import annotations
@@ -46,6 +46,9 @@ def resolve(spec: str) -> Callable[..., Any]:
 
 
 def _worker(conn: Any, grader: str) -> None:
+    from rlexp.children import die_with_parent
+
+    die_with_parent()  # its parent is the forkserver, which ends when rlexp does
     fn = resolve(grader)
     if grader in MATH_VERIFY_GRADERS:
         import logging

@@ -65,7 +65,20 @@ def load_function(spec: str) -> Callable[..., Any]:
     return fn
 
 
-def _check(function: str = "", call: str = "batch", isolation: str = "process", **_: Any) -> None:
+def _check(
+    function: Any = "",
+    call: str = "batch",
+    isolation: str = "process",
+    kwargs: Any = None,
+    timeout_s: Any = 100.0,
+    memory_mb: Any = None,
+    **_: Any,
+) -> None:
+    if not isinstance(function, str) or not function:
+        raise ConfigError(_KEY, function, "use module:function or path/to/file.py:function")
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise ConfigError("reward.functions[].kwargs.kwargs", kwargs, "use a mapping of keyword arguments, e.g. {k: v}")
+    Limits(timeout_s=timeout_s, memory_mb=memory_mb, nproc=None, fsize_mb=None).check("reward.functions[].kwargs")
     if call not in ("batch", "item"):
         raise ConfigError("reward.functions[].kwargs.call", call, "use batch or item")
     if isolation not in ("process", "sandbox", "in_process"):

@@ -14,7 +14,9 @@ values come back as JSON on stdout (`rlexp.rewards.sandbox_worker` is the progra
   user     a child process with the user's environment and working directory (reward=python's default,
            whose functions import the user's modules)
 
-The wall timeout (`timeout_s`) is enforced from outside: the process group is killed. A failed call (crash,
+The wall timeout (`timeout_s`) is enforced from outside: the process group is killed. Every sandbox process
+dies with its parent (rlexp.children: the worker and the items it forks; bubblewrap's `--die-with-parent`), so
+Ctrl-C, SIGTERM or SIGKILL of rlexp leaves none running. A failed call (crash,
 timeout, limit, unreadable answer) is retried once; then `SandboxError` is raised and the reward scores
 the call's items NaN, which `rlexp.rewards.compose` counts as errored values (`non_finite`, against
 `reward.max_error_ratio`): each such sample leaves its group (`rlexp.rewards.compose.leave_group`).
@@ -37,6 +39,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlexp.children import prelude
 from rlexp.errors import ConfigError, RlexpError
 
 WORKER_SOURCE = (Path(__file__).parent / "sandbox_worker.py").read_text()
@@ -112,7 +115,8 @@ def bwrap_argv(bwrap: str, limits: Limits, hide: list[str]) -> list[str]:
     argv += ["--die-with-parent", "--new-session", "--clearenv", "--chdir", "/tmp"]
     for k, v in (("PATH", "/usr/local/bin:/usr/bin:/bin"), ("HOME", "/tmp"), ("LANG", "C.UTF-8")):
         argv += ["--setenv", k, v]
-    return [*argv, "--", python, "-I", "-c", WORKER_SOURCE]
+    # inside bubblewrap's pid namespace the worker's parent is bwrap's own init: no pid to check (0)
+    return [*argv, "--", python, "-I", "-c", prelude(0) + WORKER_SOURCE]
 
 
 @functools.lru_cache(maxsize=8)
@@ -177,8 +181,8 @@ class Sandbox:
             return bwrap_argv(shutil.which("bwrap") or "bwrap", self.limits, self.hide), {}, None
         if self.mode == "process":
             env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": tempfile.gettempdir(), "LANG": "C.UTF-8"}
-            return [interpreter(), "-I", "-c", WORKER_SOURCE], env, None
-        return [sys.executable, "-c", WORKER_SOURCE], None, os.getcwd()
+            return [interpreter(), "-I", "-c", prelude(os.getpid()) + WORKER_SOURCE], env, None
+        return [sys.executable, "-c", prelude(os.getpid()) + WORKER_SOURCE], None, os.getcwd()
 
     def run(self, job: dict[str, Any]) -> dict[str, Any]:
         """The worker's answer {"values", "errors"}; SandboxError after a failed call and its retry."""

@@ -12,7 +12,8 @@ Job kinds:
   exec      per item, `code` is run; its output is what it prints (the `python` tool of rlexp.tools)
 Answer: {"values": [float | null], "errors": [str | null]} or {"error": str, "fatal": bool} when the job
 cannot start (the snippet does not parse, defines no evaluate, ...).
-Forked children (evaluate, tests) get `item_timeout_s` each, run at most `parallel` at a time, and a child's
+The text of rlexp.children.die_with_parent runs before this file's (the worker dies with rlexp); each forked
+child calls it too. Forked children (evaluate, tests) get `item_timeout_s` each, run at most `parallel` at a time, and a child's
 crash, limit or timeout costs only its item: for `tests` the tests passed before it count, the rest fail.
 """
 
@@ -24,6 +25,11 @@ import signal
 import sys
 import time
 import traceback
+
+if "die_with_parent" not in globals():  # imported as a module, not run after rlexp.children's prelude
+
+    def die_with_parent(parent=0, sig=9):
+        pass
 
 
 def _limits(lim):
@@ -118,6 +124,7 @@ def _forked(kind, target, items, lim):
     running = {}  # read fd -> (index, pid, deadline, buffer)
     parallel = max(1, int(lim.get("parallel") or 1))
     item_timeout = float(lim.get("item_timeout_s") or 10.0)
+    worker = os.getpid()
     while pending or running:
         while pending and len(running) < parallel:
             i = pending.pop(0)
@@ -132,6 +139,7 @@ def _forked(kind, target, items, lim):
             if pid == 0:
                 os.close(r)
                 os.setpgid(0, 0)
+                die_with_parent(worker)  # in its own group: the worker's killpg misses it
                 _child(kind, target, items[i], w)
             os.close(w)
             running[r] = (i, pid, time.monotonic() + item_timeout, bytearray())
@@ -272,6 +280,7 @@ def main():
     lim = job.get("limits") or {}
     if lim.get("drop_root"):
         _drop_root()
+        die_with_parent()  # a change of user clears the parent-death signal: set it again
     _limits(lim)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past RLIMIT_FSIZE fails instead of killing
     try:

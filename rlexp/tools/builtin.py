@@ -69,6 +69,7 @@ def _check_python(kwargs: dict[str, Any], key: str) -> None:
         raise ConfigError(
             f"{key}.{sorted(unknown)[0]}", kwargs[sorted(unknown)[0]], "use sandbox, timeout_s, memory_mb"
         )
+    _positive(kwargs, key, "timeout_s", "memory_mb")
     mode = kwargs.get("sandbox", "bwrap")
     if mode not in ("bwrap", "process"):
         raise ConfigError(f"{key}.sandbox", mode, "use bwrap (isolated, no network) or process")
@@ -101,6 +102,18 @@ def _check_http(kwargs: dict[str, Any], key: str) -> None:
     unknown = set(kwargs) - {"url", "token_env", "timeout_s", "name"}
     if unknown:
         raise ConfigError(f"{key}.{sorted(unknown)[0]}", kwargs[sorted(unknown)[0]], "use url, token_env, timeout_s")
+    _positive(kwargs, key, "timeout_s")
+    env = kwargs.get("token_env")
+    if env and env not in os.environ:
+        raise ConfigError(f"{key}.token_env", env, "export this environment variable with the service's bearer token")
+
+
+def _positive(kwargs: dict[str, Any], key: str, *names: str) -> None:
+    """A tool's limits (`timeout_s`, `memory_mb`): positive numbers, refused before a run starts."""
+    for name in names:
+        value = kwargs.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or not value > 0):
+            raise ConfigError(f"{key}.{name}", value, "use a positive number")
 
 
 @register(

@@ -25,6 +25,7 @@ from typing import Any
 
 import rlexp
 from rlexp.errors import RunError
+from rlexp.redact import scrub_data
 
 DEFAULT_FACTORY = "rlexp.tracking:make_tracker"
 
@@ -95,7 +96,9 @@ class TrackerProcess:
             self._proc.wait()
 
     def _send(self, *message: Any) -> None:
-        self._outbox.put(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
+        # the backend gets the config and rows scrubbed of secrets (rlexp.redact): a key given in a reward's
+        # kwargs must not reach wandb's config panel
+        self._outbox.put(pickle.dumps(scrub_data(message), protocol=pickle.HIGHEST_PROTOCOL))
 
     def _write_all(self) -> None:
         stdin = self._proc.stdin

@@ -9,7 +9,8 @@ anything the backend prints goes to stderr, so it cannot corrupt them.
 
 The trainer owns the run's signals: SIGINT, SIGTERM and submitit's SIGUSR1/2 reach every process of a
 terminal or a Slurm step, and the trainer answers them with a checkpoint and a finish message, so this
-process ignores them. When the trainer dies without a finish (stdin closes), the run is finished as failed.
+process ignores them. When the trainer dies without a finish (stdin closes), the run is finished as failed,
+and the process ends at most `_GRACE_S` after the trainer, whatever the backend is doing (rlexp.children).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import sys
 import traceback
 from typing import Any, BinaryIO
 
+_GRACE_S = 15.0  # after the trainer is gone, for the backend to finish the run as failed
 PRELOAD = {"wandb": "wandb", "tensorboard": "tensorboardX"}  # module each backend imports at start-up
 
 
@@ -68,6 +70,9 @@ def serve(inbox: BinaryIO, out: BinaryIO) -> int:
 
 
 def main() -> int:
+    from rlexp.children import watch_parent
+
+    watch_parent(_GRACE_S)  # the trainer killed: finish the run as failed (end of input), but never linger
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(sig, signal.SIG_IGN)
     out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")

@@ -16,6 +16,7 @@ from typing import Any
 from rlexp import storage
 from rlexp.config.load import flatten
 from rlexp.errors import ConfigError, RunError
+from rlexp.redact import scrub
 
 PACKAGES = ("rlexp", "google-tunix", "jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "hydra-core")
 
@@ -122,6 +123,7 @@ class JsonlSink:
     def write(self, lines: list[str]) -> None:
         if not lines:
             return
+        lines = [scrub(line) for line in lines]  # a sample or an error that echoes a key (rlexp.redact)
         if not self.remote:
             try:
                 with open(self.path, "a", encoding="utf-8") as f:

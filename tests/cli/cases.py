@@ -22,7 +22,8 @@ def _c(cmd: str, code: int, says: str, **kw: object) -> Case:
     return Case(tuple(cmd.split(" ")), code, says, **kw)  # type: ignore[arg-type]
 
 
-RUN = "hydra.run.dir={tmp}/run"  # Hydra apps write nothing into the repository
+RUN = "hydra.run.dir={tmp}/run"
+SECRET = "sk-PLANTEDbadinput-0123456789"  # a key given on the command line: in no output, no file (check no_secret)  # Hydra apps write nothing into the repository
 TPU = "slice=v6e-32 hydra.launcher.dry_run=true"
 
 RLEXP = [
@@ -253,6 +254,39 @@ VALIDATE = [
         1,
         "returned str 'high' where a number belongs",
     ),
+    # issue 42: secrets never printed, new keys' values refused before a run starts
+    _c(
+        f"rlexp.validate reward=judge reward.functions.0.kwargs.model=m reward.functions.0.kwargs.api_key={SECRET} {RUN}",
+        2,
+        "reward.functions.0.kwargs.api_key='***'",
+        check="no_secret",
+    ),
+    _c(f"rlexp.validate reward=code_tests reward.functions.0.kwargs.memory_mb=-5 {RUN}", 2, "kwargs.memory_mb=-5"),
+    _c(
+        "rlexp.validate reward=python reward.functions.0.kwargs.function={files}/rewards.py:scalar "
+        f"reward.functions.0.kwargs.memory_mb=-5 {RUN}",
+        2,
+        "kwargs.memory_mb=-5",
+    ),
+    _c(
+        "rlexp.validate reward=python reward.functions.0.kwargs.function={files}/rewards.py:scalar "
+        f"reward.functions.0.kwargs.kwargs=5 {RUN}",
+        2,
+        "kwargs.kwargs=5: use a mapping",
+    ),
+    _c(
+        "rlexp.validate agent=tools chat_template=chatml "
+        f"agent.tools=[{{name:http,kwargs:{{url:'http://127.0.0.1:1/',token_env:RLEXP_TEST_NO_SUCH_VAR}}}}] {RUN}",
+        2,
+        "agent.tools[0].kwargs.token_env='RLEXP_TEST_NO_SUCH_VAR'",
+    ),
+    _c(
+        "rlexp.validate agent=tools chat_template=chatml "
+        f"agent.tools=[{{name:http,kwargs:{{url:'http://127.0.0.1:1/',timeout_s:-1}}}}] {RUN}",
+        2,
+        "agent.tools[0].kwargs.timeout_s=-1",
+    ),
+    _c(f"rlexp.validate cost.price_per_chip_hour=-1 {RUN}", 2, "cost.price_per_chip_hour=-1.0"),
     _c(
         "rlexp.validate reward=http reward.functions.0.kwargs.url=http://127.0.0.1:{closed}/ "
         f"reward.functions.0.kwargs.retries=0 validate.completions={{files}}/scored.jsonl {RUN}",

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.cases import CASES, SLOW_CASES, Case
+from tests.cli.cases import CASES, SECRET, SLOW_CASES, Case
 from tests.cli.conftest import TRAIN
 from tests.helpers import REPO, rlexp_command, rlexp_env
 
@@ -70,6 +70,7 @@ def _run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess:
 def check(case: Case, proc: subprocess.CompletedProcess, places: dict[str, str]) -> None:
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr[-3000:]
+    assert SECRET not in proc.stderr + proc.stdout, "a key given on the command line was printed"
     assert len(lines) == 1 and lines[0].startswith("rlexp: error: "), proc.stderr[-3000:]
     assert _fill(case.says, places) in lines[0], lines[0]
     assert proc.returncode == case.code, (proc.returncode, lines[0])
@@ -108,7 +109,12 @@ def _no_sweep_json(tmp: Path) -> None:
     assert not list(tmp.rglob("sweep.json")), "a refused multirun wrote sweep.json"
 
 
-CHECKS = {"sweep_failed": _sweep_failed, "no_sweep_json": _no_sweep_json}
+def _no_secret(tmp: Path) -> None:
+    leaked = [str(p) for p in tmp.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
+    assert not leaked, f"the planted key is in {leaked}"
+
+
+CHECKS = {"sweep_failed": _sweep_failed, "no_sweep_json": _no_sweep_json, "no_secret": _no_secret}
 
 
 def _id(case: Case) -> str:
