@@ -84,6 +84,10 @@ def run(cfg: DictConfig) -> float:
     from rlexp.checks import check_config
 
     check_config(conf)
+    if conf.trainer.algorithm == "opd":  # its teacher's folder and tokenizer (rlexp.train.opd)
+        from rlexp.train.opd import check
+
+        check(conf)
     from rlexp.models.loader import check_model_dir
     from rlexp.train.distributed import prepare_in_job
 
