@@ -225,10 +225,21 @@ class PpoConfig:
 
 
 @dataclass
+class OpdConfig:
+    """On-policy distillation (Agarwal et al. 2024; the Qwen3 report): the student samples, a frozen teacher's
+    per-token log-probabilities on those samples give each token's advantage, log pi_teacher - log pi_student
+    (the negated per-token reverse KL). rlexp.train.opd."""
+
+    # a run dir of `python -m rlexp` (its newest actor checkpoint), one `<run dir>/checkpoints/actor/<step>`, or a
+    # Hugging Face folder (config.json + safetensors); its tokenizer must be the student's
+    teacher: str | None = None
+
+
+@dataclass
 class TrainerConfig:
     """The RL algorithm, optimizer, rollout sampling, evaluation and checkpoint cadence."""
 
-    algorithm: str = MISSING  # grpo | dapo | drgrpo | gspo | ppo
+    algorithm: str = MISSING  # grpo | dapo | drgrpo | gspo | ppo | opd
     max_steps: int = 300  # GRPO steps (one rollout batch and one optimizer update each)
     epochs: int = 1  # passes over the train split available to max_steps
     batch_size: int = 8  # prompts per step
@@ -253,6 +264,7 @@ class TrainerConfig:
     dynamic_sampling: DynamicSamplingConfig = field(default_factory=DynamicSamplingConfig)
     overlong: OverlongConfig = field(default_factory=OverlongConfig)
     ppo: PpoConfig = field(default_factory=PpoConfig)  # trainer=ppo only
+    opd: OpdConfig = field(default_factory=OpdConfig)  # trainer=opd only
     # rollout
     temperature: float = 1.0
     top_p: float = 1.0

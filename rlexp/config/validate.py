@@ -17,7 +17,7 @@ from rlexp.config.schema import RlexpConfig, RolloutConfig, TrainerConfig
 from rlexp.config.values import check_values
 from rlexp.errors import ConfigError
 
-ALGORITHMS = ("grpo", "dapo", "drgrpo", "gspo", "ppo")
+ALGORITHMS = ("grpo", "dapo", "drgrpo", "gspo", "ppo", "opd")
 LOSS_AGG_MODES = (
     "token-mean",
     "sequence-mean-token-mean",

@@ -16,6 +16,10 @@ def algorithm_learner(cfg: RlexpConfig, cluster: Any, reward_fns: list, metric_f
         from rlexp.train.ppo import build_ppo_learner
 
         return build_ppo_learner(cluster, t, reward_fns, metric_fns)
+    if t.algorithm == "opd":
+        from rlexp.train import opd
+
+        return opd.build_learner(cluster, t, reward_fns, metric_fns)
     learner_cls, algo = algorithm_config(t)
     # DAPOLearner appends Tunix's character-count shaping to the list it is given (off here): a copy
     args = (cluster, algo, list(reward_fns))

@@ -110,13 +110,18 @@ class TrainingSession:
         self.meshes = build_meshes(self.conf)
         t = self.conf.trainer
         base = load_model(self.conf.model, self.meshes[0])
+        teacher = None
+        if t.algorithm == "opd":  # the teacher takes the reference's role (rlexp.train.opd)
+            from rlexp.train.opd import load_teacher
+
+            teacher = load_teacher(self.conf, self.meshes[0])
         if t.lora.rank > 0:
             from rlexp.models.lora import apply_lora
 
             # Only the adapters train; the frozen base they sit on is the reference policy itself.
-            return apply_lora(base, t.lora, self.meshes[0], seed=self.conf.seed), base
+            return apply_lora(base, t.lora, self.meshes[0], seed=self.conf.seed), base if teacher is None else teacher
         reference = load_model(self.conf.model, self.meshes[0]) if loads_reference_copy(t) else None
-        return base, reference
+        return base, reference if teacher is None else teacher
 
     def _load_critic(self) -> Any:
         """PPO's value model (rlexp.families.critic); None for the other algorithms."""

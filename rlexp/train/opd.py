@@ -1,0 +1,226 @@
+"""`trainer=opd`: on-policy distillation (Agarwal et al. 2024, "On-policy distillation of language models"; the
+Qwen3 technical report; Thinking Machines' "On-policy distillation").
+
+The student samples completions as in GRPO; a frozen teacher scores the sampled tokens, and each token's advantage
+is A_t = log pi_teacher(y_t | ctx) - log pi_student(y_t | ctx), the negated per-token reverse KL of the sample. No
+reward enters the loss (the reward functions still run: their metrics show what the student learns), no group
+normalisation, no KL to a reference: the loss is Tunix's GRPO policy-gradient loss (importance ratio, clip
+trainer.epsilon), which takes per-token [B, T] advantages as they are. metrics.jsonl's `opd/reverse_kl` is the
+step's mean over completion tokens of log pi_student - log pi_teacher (an estimate of KL(student || teacher)).
+
+How it sits on Tunix 0.1.7: the teacher is loaded in Tunix's REFERENCE role, so `RLCluster.get_ref_per_token_logps`
+scores the rollout with it; the student's own log-probabilities come from `RLCluster.get_old_per_token_logps` (the
+ones Tunix computed when trainer.num_iterations > 1). Both are public `RLCluster` methods; the one private name is
+the learner's `_generate_and_compute_advantage`, wrapped per instance (see TUNIX_PRIVATES).
+
+The pieces an algorithm registry needs, kept apart: `check` (the rules, one-line ConfigError), `teacher_model` and
+`load_teacher` (the teacher), `build_learner`, `extra_passes_per_token` (FLOPs and cost) and `extra_memory_bytes`
+(the teacher's weights). Pure Python at import: JAX and Tunix are imported where a learner or teacher is built.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlexp.config.schema import ModelConfig, RlexpConfig, TrainerConfig
+from rlexp.errors import ConfigError, RlexpError
+
+KEY = "trainer.opd.teacher"
+WHAT = "a run dir of `python -m rlexp`, <run dir>/checkpoints/actor/<step>, or a Hugging Face folder"
+REVERSE_KL = "opd/reverse_kl"  # metrics.jsonl: mean of log pi_student - log pi_teacher over the step's tokens
+
+# The Tunix 0.1.7 private names this module reaches, with the fingerprint (rlexp.compat.patching) of the source it
+# was written against; checked when a learner is built. Nothing else here is private to Tunix.
+TUNIX_PRIVATES = {"tunix.rl.grpo.grpo_learner.GRPOLearner._generate_and_compute_advantage": "755b193e95aeeedb"}
+
+
+# -- the teacher -------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Teacher:
+    """Where the teacher's weights come from: a Hugging Face folder, or a run's actor checkpoint over its model."""
+
+    model: ModelConfig  # its architecture and base weights (a run's own model option)
+    root: Path | None = None  # <run dir>/checkpoints/actor; None: the folder's weights as they are
+    step: int | None = None
+    lora: Any = None  # the run's trainer.lora: its checkpoint holds adapters over the base
+
+
+def teacher_model(conf: RlexpConfig) -> Teacher:
+    """The teacher trainer.opd.teacher names; a path that is neither a run nor a folder is refused in one line."""
+    from rlexp.models.export import find_checkpoint, run_config
+    from rlexp.models.hf_config import model_config_from_hf, read_hf_config
+
+    path = conf.trainer.opd.teacher
+    if not path:
+        raise ConfigError(KEY, path, f"trainer=opd distils from a teacher: set it to {WHAT} (same tokenizer)")
+    folder = Path(path).expanduser()
+    if not folder.exists() and folder.parent.name != "actor":  # a missing step: find_checkpoint names those saved
+        raise ConfigError(KEY, path, f"no such folder: give {WHAT}")
+    try:
+        if (folder / "config.json").is_file() and not (folder / ".hydra").is_dir():  # as `rlexp eval` tells them
+            m = model_config_from_hf(read_hf_config(str(folder)), name=f"teacher:{folder.name}", path=str(folder))
+            return Teacher(replace(m, dtype=conf.model.dtype, param_dtype=conf.model.param_dtype))
+        run_dir, root, step = find_checkpoint(folder)
+        run = run_config(run_dir)
+    except RlexpError as err:  # the reason, after the path the message starts with
+        hint = "" if folder.parent.name == "actor" else " (or give a Hugging Face folder)"
+        raise ConfigError(KEY, path, str(err).split(": ", 1)[-1] + hint) from None
+    return Teacher(run.model, root, step, run.trainer.lora)
+
+
+def tokenizer_fingerprint(folder: Path) -> str | None:
+    """What the token ids mean in a model folder: a hash of tokenizer.json's model (vocabulary, merges) and added
+    tokens, or of tokenizer.model; None when the folder has neither."""
+    tj, sp = folder / "tokenizer.json", folder / "tokenizer.model"
+    if tj.is_file():
+        data = json.loads(tj.read_bytes())
+        text = json.dumps([data.get("model"), data.get("added_tokens")], sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()
+    return hashlib.sha256(sp.read_bytes()).hexdigest() if sp.is_file() else None
+
+
+def check(conf: RlexpConfig) -> Teacher:
+    """trainer=opd's rules, each a one-line ConfigError naming the key: a teacher that exists and shares the
+    student's tokenizer and vocabulary, no KL term, none of DAPO's parts. Reads the teacher's folder (no weights);
+    returns the teacher."""
+    from rlexp.models.loader import resolve_model_dir
+
+    t = conf.trainer
+    if t.beta:
+        raise ConfigError("trainer.beta", t.beta, "OPD has no KL to a reference (the teacher takes its place): use 0")
+    for key in ("dynamic_sampling", "overlong"):
+        if getattr(t, key).enabled:
+            raise ConfigError(f"trainer.{key}.enabled", True, "DAPO's reward-group parts: false for OPD (no reward)")
+    teacher = teacher_model(conf)
+    if teacher.model.vocab_size != conf.model.vocab_size:
+        raise ConfigError(
+            KEY,
+            t.opd.teacher,
+            f"the teacher's vocabulary has {teacher.model.vocab_size} tokens, model.vocab_size={conf.model.vocab_size}:"
+            " a teacher must share the student's tokenizer",
+        )
+    ours, theirs = resolve_model_dir(conf.model), resolve_model_dir(teacher.model)
+    if ours.resolve() != theirs.resolve() and tokenizer_fingerprint(ours) != tokenizer_fingerprint(theirs):
+        raise ConfigError(
+            KEY,
+            t.opd.teacher,
+            f"its tokenizer ({theirs}) is not the student's ({ours}): the teacher scores the student's token ids, so "
+            "it must share the student's tokenizer",
+        )
+    return teacher
+
+
+def load_teacher(conf: RlexpConfig, mesh: Any) -> Any:
+    """The teacher's nnx module on `mesh` (Tunix's REFERENCE role): its folder's weights, a run's actor checkpoint
+    restored over them."""
+    from rlexp.models.loader import load_model
+
+    teacher = teacher_model(conf)
+    model = load_model(teacher.model, mesh)
+    if teacher.root is None:
+        return model
+    from rlexp.models.export import restore_actor
+
+    lora = teacher.lora.rank > 0
+    if lora:
+        from rlexp.models.lora import apply_lora
+
+        model = apply_lora(model, teacher.lora, mesh, seed=0)  # the adapters' values come from the checkpoint
+    restore_actor(model, teacher.root, teacher.step or 0, lora_only=lora)
+    return model
+
+
+# -- costs ---------------------------------------------------------------------------------------------------------
+def extra_passes_per_token(t: TrainerConfig, teacher_ratio: float = 1.0) -> float:
+    """Forward-pass equivalents (of the student's forward) a step adds per token over GRPO without a reference:
+    the teacher's forward (`teacher_ratio`: its forward FLOPs over the student's) and the student's own forward
+    scoring its samples (counted whatever trainer.num_iterations: the GRPO count has no such pass)."""
+    del t  # the same passes for every trainer setting; kept for the registry's signature
+    return teacher_ratio + 1.0
+
+
+def extra_memory_bytes(teacher: ModelConfig, chips: int) -> int:
+    """The teacher's weights per trainer chip (frozen: no optimizer state, no gradients)."""
+    from rlexp.config.memory import BYTES, param_count
+
+    return param_count(teacher) * BYTES[teacher.param_dtype] // max(chips, 1)
+
+
+# -- the learner ---------------------------------------------------------------------------------------------------
+def reverse_kl_advantages(teacher_logps: Any, student_logps: Any, mask: Any) -> Any:
+    """Per-token advantages [B, T]: log pi_teacher - log pi_student on completion tokens, 0 on padding."""
+    return (teacher_logps - student_logps) * mask
+
+
+def reverse_kl(teacher_logps: Any, student_logps: Any, mask: Any) -> float:
+    """The mean over completion tokens of log pi_student - log pi_teacher: the sampled KL(student || teacher)."""
+    m = np.asarray(mask, dtype=np.float64)
+    diff = np.asarray(student_logps, dtype=np.float64) - np.asarray(teacher_logps, dtype=np.float64)
+    return float((diff * m).sum() / max(m.sum(), 1.0))
+
+
+def algorithm_config(t: TrainerConfig) -> Any:
+    """Tunix's GRPOConfig for OPD: beta 0 (no reference KL: Tunix then skips its own reference pass, which
+    the teacher's scoring replaces), the clipped ratio over per-token advantages."""
+    from tunix.rl.grpo.grpo_learner import GRPOConfig
+
+    return GRPOConfig(
+        num_generations=t.num_generations,
+        num_iterations=t.num_iterations,
+        epsilon=t.epsilon,
+        beta=0.0,
+        loss_agg_mode=t.loss_agg_mode,
+    )
+
+
+def build_learner(cluster: Any, t: TrainerConfig, reward_fns: list, metric_fns: list) -> Any:
+    """Tunix's GRPOLearner whose advantages are the teacher's per-token reverse KL (the cluster's reference model
+    is the teacher)."""
+    from tunix.rl.grpo.grpo_learner import GRPOLearner
+
+    learner = GRPOLearner(cluster, algorithm_config(t), list(reward_fns), metric_fns=metric_fns)
+    _distil(learner, t.micro_batch_size * t.num_generations if t.micro_batch_size else None)
+    return learner
+
+
+def _distil(learner: Any, micro_batch: int | None) -> None:
+    """The one place a Tunix private is reached: the learner's `_generate_and_compute_advantage` (fingerprinted)
+    is wrapped on this instance; its example keeps Tunix's rollout, masks and old log-probs, and gets the
+    teacher's per-token advantages."""
+    from tunix.rl import rl_cluster as rl
+    from tunix.rl.grpo.grpo_learner import GRPOLearner
+
+    from rlexp.compat import patching
+    from rlexp.train.metrics import rlexp_metric_key
+
+    (name, fp), *_ = TUNIX_PRIVATES.items()
+    target = patching.Target(GRPOLearner, name.rsplit(".", 1)[1], fp)
+    patching.check("opd", [target], patching.REINSTALL, key="trainer.algorithm")
+    cluster = learner.rl_cluster
+    own = learner._generate_and_compute_advantage
+
+    def generate_and_advantage(training_input: Any, mode: Any = rl.Mode.TRAIN) -> Any:
+        example = own(training_input, mode)
+        prompts, completions = example.prompt_ids, example.completion_ids
+        teacher = cluster.get_ref_per_token_logps(
+            prompt_tokens=prompts,
+            completion_tokens=completions,
+            pad_id=cluster.rollout.pad_id(),
+            eos_id=cluster.rollout.eos_id(),
+            micro_batch_size=micro_batch,
+        )
+        student = example.old_per_token_logps  # Tunix's, when trainer.num_iterations > 1
+        if student is None:
+            student = cluster.get_old_per_token_logps(prompts, completions, micro_batch_size=micro_batch)
+        mask = example.completion_mask.astype(teacher.dtype)
+        metric = {rlexp_metric_key(REVERSE_KL): (reverse_kl(teacher, student, mask), np.mean)}
+        cluster.buffer_metrics(metric, mode=mode)
+        return example.replace(advantages=reverse_kl_advantages(teacher, student, mask))
+
+    learner._generate_and_compute_advantage = generate_and_advantage
