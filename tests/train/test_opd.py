@@ -13,7 +13,9 @@ import pytest
 
 from rlexp.errors import ConfigError
 from rlexp.models.loader import BUILTIN_DIR
-from rlexp.train import opd
+from rlexp.algorithms import opd
+from rlexp.checks import check_config
+from rlexp.train.metrics import rlexp_metric_key
 from tests.helpers import compose_conf, run_rlexp
 
 
@@ -53,7 +55,7 @@ def test_learner_trains_on_the_teachers_per_token_advantages() -> None:
         buffer_metrics=lambda metrics, mode: logged.update(metrics),
     )
     learner = SimpleNamespace(rl_cluster=cluster, _generate_and_compute_advantage=lambda x, mode: example)
-    opd._distil(learner, None)
+    opd._distil(learner, None, rlexp_metric_key)
     out = learner._generate_and_compute_advantage({"prompts": ["1+1="]})
     np.testing.assert_allclose(np.asarray(out.advantages), [[0.5, -0.75, 0.0]])
     assert out.ref_per_token_logps is None and out.old_per_token_logps is None  # no reference KL; ratio on-policy
@@ -91,16 +93,21 @@ def test_a_folder_with_the_students_tokenizer_is_a_teacher(tmp_path: Path) -> No
         (["trainer.opd.teacher=TEACHER", "trainer.beta=0.04"], "trainer.beta", "no KL to a reference"),
         (["trainer.opd.teacher=VOCAB"], "trainer.opd.teacher", "vocabulary has 18 tokens, model.vocab_size=17"),
         (["trainer.opd.teacher=TOKENIZER"], "trainer.opd.teacher", "is not the student's"),
-        (["trainer.opd.teacher=TEACHER", "trainer.overlong.enabled=true"], "trainer.overlong.enabled", "false"),
+        (
+            ["trainer.opd.teacher=TEACHER", "trainer.dapo.overlong.enabled=true"],
+            "trainer.dapo.overlong",
+            "trainer=dapo",
+        ),
+        (["trainer=grpo", "trainer.opd.teacher=TEACHER"], "trainer.opd.teacher", "opd's key: set trainer=opd"),
     ],
 )
 def test_rules_refuse_in_one_line(tmp_path: Path, overrides: list[str], key: str, says: str) -> None:
     folders = {"TEACHER": None, "VOCAB": "vocab", "TOKENIZER": "tokenizer"}
     for name, edit in folders.items():
         overrides = [o.replace(name, str(_hf_teacher(tmp_path / name, edit))) if name in o else o for o in overrides]
-    with pytest.raises(ConfigError) as err:
-        opd.check(compose_conf(["trainer=opd", *overrides]))
-    assert err.value.key == key and says in str(err.value) and "\n" not in str(err.value)
+    with pytest.raises(ConfigError) as err:  # the spec's rules, through the checks every command runs
+        check_config(compose_conf(["trainer=opd", *overrides]))
+    assert err.value.key.startswith(key) and says in str(err.value) and "\n" not in str(err.value)
 
 
 def test_the_command_refuses_a_teacher_with_another_tokenizer(tmp_path: Path) -> None:
@@ -111,13 +118,24 @@ def test_the_command_refuses_a_teacher_with_another_tokenizer(tmp_path: Path) ->
     assert lines[0].startswith("rlexp: error: trainer.opd.teacher=") and "tokenizer" in lines[0]
 
 
-def test_the_teacher_costs_a_forward_and_its_weights() -> None:
-    conf = compose_conf(["trainer=opd"])
-    assert opd.extra_passes_per_token(conf.trainer) == 2.0  # the teacher's forward and the student's scoring
-    assert opd.extra_passes_per_token(conf.trainer, teacher_ratio=13.0) == 14.0
-    from rlexp.config.memory import param_count
+def test_the_estimates_count_the_teacher_and_the_students_scoring(tmp_path: Path) -> None:
+    """Through the spec's terms: the teacher's weights sit in the reference's place, its forward and the student's
+    own scoring pass are in a step's FLOPs and the roofline cost."""
+    from rlexp.estimates.cost import roofline_step_s
+    from rlexp.estimates.flops import forward_flops_per_token, passes_per_token, step_flops
+    from rlexp.estimates.memory import estimate_memory
+    from rlexp.estimates.model_terms import BYTES, param_count
 
-    assert opd.extra_memory_bytes(conf.model, 2) == param_count(conf.model) * 4 // 2  # float32 weights on 2 chips
+    teacher = f"trainer.opd.teacher={_hf_teacher(tmp_path)}"
+    ours, grpo = compose_conf(["trainer=opd", teacher]), compose_conf(["trainer.beta=0"])
+    m, mem = ours.model, estimate_memory(ours)
+    assert mem["reference"] == param_count(m) * BYTES[m.param_dtype] // mem["trainer_chips"] > 0
+    assert estimate_memory(grpo)["reference"] == 0
+    assert passes_per_token(ours) == passes_per_token(grpo) + 1  # the student scores its samples
+    (tokens, flops), (_, base) = step_flops(ours, 4.0), step_flops(grpo, 4.0)
+    assert flops - base == pytest.approx(2 * tokens * forward_flops_per_token(m, ours.trainer.max_prompt_tokens + 4.0))
+    v5p = ["slice=v5p-8", "trainer.batch_size=8"]
+    assert roofline_step_s(compose_conf(["trainer=opd", teacher, *v5p])) > roofline_step_s(compose_conf(v5p))
 
 
 @pytest.fixture(scope="module")

@@ -13,21 +13,25 @@ scores the rollout with it; the student's own log-probabilities come from `RLClu
 ones Tunix computed when trainer.num_iterations > 1). Both are public `RLCluster` methods; the one private name is
 the learner's `_generate_and_compute_advantage`, wrapped per instance (see TUNIX_PRIVATES).
 
-The pieces an algorithm registry needs, kept apart: `check` (the rules, one-line ConfigError), `teacher_model` and
-`load_teacher` (the teacher), `build_learner`, `extra_passes_per_token` (FLOPs and cost) and `extra_memory_bytes`
-(the teacher's weights). Pure Python at import: JAX and Tunix are imported where a learner or teacher is built.
+All of it is this module and conf/trainer/opd.yaml: its spec (`SPEC`) names its node (`trainer.opd`), its rules
+(`check`: one-line ConfigErrors), the teacher as its model in the reference role (`teacher_model`, `load_teacher`;
+the estimates count its weights and its forward pass), the student's own scoring pass, and `build_learner`.
+Pure Python at import: JAX and Tunix are imported where a learner or teacher is built.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from rlexp.algorithms.grpo import check_groups, common_args
+from rlexp.algorithms.registry import AlgorithmSpec, LearnerInputs, register
 from rlexp.config.schema import ModelConfig, RlexpConfig, TrainerConfig
 from rlexp.errors import ConfigError, RlexpError
 
@@ -53,8 +57,8 @@ class Teacher:
 
 def teacher_model(conf: RlexpConfig) -> Teacher:
     """The teacher trainer.opd.teacher names; a path that is neither a run nor a folder is refused in one line."""
+    from rlexp.families.hf_config import model_config_from_hf, read_hf_config
     from rlexp.models.export import find_checkpoint, run_config
-    from rlexp.models.hf_config import model_config_from_hf, read_hf_config
 
     path = conf.trainer.opd.teacher
     if not path:
@@ -87,16 +91,13 @@ def tokenizer_fingerprint(folder: Path) -> str | None:
 
 def check(conf: RlexpConfig) -> Teacher:
     """trainer=opd's rules, each a one-line ConfigError naming the key: a teacher that exists and shares the
-    student's tokenizer and vocabulary, no KL term, none of DAPO's parts. Reads the teacher's folder (no weights);
-    returns the teacher."""
+    student's tokenizer and vocabulary, no KL term (another algorithm's keys are refused by the registry's shared
+    rules). Reads the teacher's folder (no weights); returns the teacher."""
     from rlexp.models.loader import resolve_model_dir
 
     t = conf.trainer
     if t.beta:
         raise ConfigError("trainer.beta", t.beta, "OPD has no KL to a reference (the teacher takes its place): use 0")
-    for key in ("dynamic_sampling", "overlong"):
-        if getattr(t, key).enabled:
-            raise ConfigError(f"trainer.{key}.enabled", True, "DAPO's reward-group parts: false for OPD (no reward)")
     teacher = teacher_model(conf)
     if teacher.model.vocab_size != conf.model.vocab_size:
         raise ConfigError(
@@ -119,7 +120,7 @@ def check(conf: RlexpConfig) -> Teacher:
 def load_teacher(conf: RlexpConfig, mesh: Any) -> Any:
     """The teacher's nnx module on `mesh` (Tunix's REFERENCE role): its folder's weights, a run's actor checkpoint
     restored over them."""
-    from rlexp.models.loader import load_model
+    from rlexp.families.load import load_model
 
     teacher = teacher_model(conf)
     model = load_model(teacher.model, mesh)
@@ -136,20 +137,16 @@ def load_teacher(conf: RlexpConfig, mesh: Any) -> Any:
     return model
 
 
-# -- costs ---------------------------------------------------------------------------------------------------------
-def extra_passes_per_token(t: TrainerConfig, teacher_ratio: float = 1.0) -> float:
-    """Forward-pass equivalents (of the student's forward) a step adds per token over GRPO without a reference:
-    the teacher's forward (`teacher_ratio`: its forward FLOPs over the student's) and the student's own forward
-    scoring its samples (counted whatever trainer.num_iterations: the GRPO count has no such pass)."""
-    del t  # the same passes for every trainer setting; kept for the registry's signature
-    return teacher_ratio + 1.0
+# -- terms the estimates count ----------------------------------------------------------------------------------
+def reference_model(conf: RlexpConfig) -> ModelConfig | None:
+    """The teacher's option (its weights and forward pass are counted); None until trainer.opd.teacher is set."""
+    return teacher_model(conf).model if conf.trainer.opd.teacher else None
 
 
-def extra_memory_bytes(teacher: ModelConfig, chips: int) -> int:
-    """The teacher's weights per trainer chip (frozen: no optimizer state, no gradients)."""
-    from rlexp.config.memory import BYTES, param_count
-
-    return param_count(teacher) * BYTES[teacher.param_dtype] // max(chips, 1)
+def extra_forward_passes(t: TrainerConfig) -> float:
+    """The student's own forward scoring its samples, counted whatever trainer.num_iterations (the GRPO count has
+    no such pass); the teacher's forward is counted from its own size (`reference_model`)."""
+    return 1.0
 
 
 # -- the learner ---------------------------------------------------------------------------------------------------
@@ -170,26 +167,21 @@ def algorithm_config(t: TrainerConfig) -> Any:
     the teacher's scoring replaces), the clipped ratio over per-token advantages."""
     from tunix.rl.grpo.grpo_learner import GRPOConfig
 
-    return GRPOConfig(
-        num_generations=t.num_generations,
-        num_iterations=t.num_iterations,
-        epsilon=t.epsilon,
-        beta=0.0,
-        loss_agg_mode=t.loss_agg_mode,
-    )
+    return GRPOConfig(**common_args(t), beta=0.0, loss_agg_mode=t.loss_agg_mode)
 
 
-def build_learner(cluster: Any, t: TrainerConfig, reward_fns: list, metric_fns: list) -> Any:
+def build_learner(inputs: LearnerInputs) -> Any:
     """Tunix's GRPOLearner whose advantages are the teacher's per-token reverse KL (the cluster's reference model
     is the teacher)."""
     from tunix.rl.grpo.grpo_learner import GRPOLearner
 
-    learner = GRPOLearner(cluster, algorithm_config(t), list(reward_fns), metric_fns=metric_fns)
-    _distil(learner, t.micro_batch_size * t.num_generations if t.micro_batch_size else None)
+    t = inputs.conf.trainer
+    learner = GRPOLearner(inputs.cluster, algorithm_config(t), list(inputs.reward_fns), metric_fns=inputs.metric_fns)
+    _distil(learner, t.micro_batch_size * t.num_generations if t.micro_batch_size else None, inputs.metric_key)
     return learner
 
 
-def _distil(learner: Any, micro_batch: int | None) -> None:
+def _distil(learner: Any, micro_batch: int | None, metric_key: Callable[[str], str]) -> None:
     """The one place a Tunix private is reached: the learner's `_generate_and_compute_advantage` (fingerprinted)
     is wrapped on this instance; its example keeps Tunix's rollout, masks and old log-probs, and gets the
     teacher's per-token advantages."""
@@ -197,7 +189,6 @@ def _distil(learner: Any, micro_batch: int | None) -> None:
     from tunix.rl.grpo.grpo_learner import GRPOLearner
 
     from rlexp.compat import patching
-    from rlexp.train.metrics import rlexp_metric_key
 
     (name, fp), *_ = TUNIX_PRIVATES.items()
     target = patching.Target(GRPOLearner, name.rsplit(".", 1)[1], fp)
@@ -219,8 +210,22 @@ def _distil(learner: Any, micro_batch: int | None) -> None:
         if student is None:
             student = cluster.get_old_per_token_logps(prompts, completions, micro_batch_size=micro_batch)
         mask = example.completion_mask.astype(teacher.dtype)
-        metric = {rlexp_metric_key(REVERSE_KL): (reverse_kl(teacher, student, mask), np.mean)}
+        metric = {metric_key(REVERSE_KL): (reverse_kl(teacher, student, mask), np.mean)}
         cluster.buffer_metrics(metric, mode=mode)
         return example.replace(advantages=reverse_kl_advantages(teacher, student, mask))
 
     learner._generate_and_compute_advantage = generate_and_advantage
+
+
+SPEC = register(
+    AlgorithmSpec(
+        name="opd",
+        build_learner=build_learner,
+        node="opd",
+        reference_model=reference_model,
+        load_reference=load_teacher,
+        extra_forward_passes=extra_forward_passes,
+        check_keys=check_groups,
+        check=check,
+    )
+)

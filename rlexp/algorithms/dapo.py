@@ -1,4 +1,5 @@
-"""DAPO's dynamic sampling and overlong shaping, as the paper has them, on Tunix's GRPO-family learners.
+"""`trainer=dapo` (Yu et al. 2025): clip-higher, a token-level loss, no KL term, and its dynamic sampling and overlong
+shaping as the paper has them, on Tunix's GRPO-family learners. Its keys live in `trainer.dapo.*`.
 
 Tunix 0.1.7's `DAPOConfig(dynamic_sampling=True)` is a TODO (no group is filtered), and its overlong shaping
 measures `len(completion)` in characters against 20480 with a 4096 buffer. Here both follow Yu et al. 2025:
@@ -7,19 +8,32 @@ measures `len(completion)` in characters against 20480 with a 4096 buffer. Here 
   round, so nothing recompiles), at most `trainer.dynamic_sampling.max_rounds` rounds; a batch still short after
   them keeps dropped groups in the free places (zero advantage: no gradient) and the metrics say how many;
 - overlong shaping (eq. 13) counts the completion's tokens, as the rollout produced them.
+
+Sections: the paper's parts (pure functions), the spec (config, rules, learner), and `learner_class`, the one
+place that overrides Tunix learner internals (`_compute_rewards`, `_generate_and_compute_advantage`).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from rlexp.config.algorithm_rules import overlong_buffer
+from rlexp.algorithms.grpo import check_groups, common_args, family_learner
+from rlexp.algorithms.registry import AlgorithmSpec, LearnerInputs, register
 from rlexp.config.schema import TrainerConfig
-from rlexp.train.metrics import rlexp_metric_key
+from rlexp.errors import ConfigError
+
+
+# -- the paper's parts -------------------------------------------------------------------------------------------
+def overlong_buffer(t: TrainerConfig) -> int:
+    """L_cache in tokens: trainer.dapo.overlong.buffer_tokens, or the paper's share (4096 of 20480) of the budget."""
+    o = t.dapo.overlong
+    if o.buffer_tokens is not None:
+        return o.buffer_tokens
+    return max(1, round(t.max_completion_tokens / 5))
 
 
 def overlong_penalty(lengths: Any, max_tokens: int, buffer_tokens: int, penalty: float = 1.0) -> np.ndarray:
@@ -46,19 +60,105 @@ def choose_groups(kept: list[np.ndarray], needed: int) -> tuple[list[tuple[int, 
     return chosen, short
 
 
+def gather_groups(examples: list[Any], chosen: list[tuple[int, int]], num_generations: int) -> Any:
+    """One TrainExample of the chosen (round, group) pairs, each group's rows in order."""
+    import jax
+    import jax.numpy as jnp
+
+    offsets = np.cumsum([0] + [int(e.completion_ids.shape[0]) for e in examples])
+    rows = np.concatenate([offsets[r] + g * num_generations + np.arange(num_generations) for r, g in chosen])
+    return jax.tree.map(lambda *xs: jnp.concatenate([jnp.asarray(x) for x in xs])[rows], *examples)
+
+
+# -- the spec ------------------------------------------------------------------------------------------------------
+def algorithm_config(t: TrainerConfig) -> Any:
+    """Tunix's DAPOConfig: clip-higher, the token-level loss; Tunix's own dynamic sampling (a TODO in 0.1.7) and
+    character-count overlong shaping off, as `learner_class` does both as the paper does."""
+    from tunix.rl.grpo.dapo_learner import DAPOConfig
+
+    algo = DAPOConfig(
+        **common_args(t),
+        epsilon_high=t.dapo.epsilon_high or t.epsilon,
+        loss_agg_mode=t.loss_agg_mode,
+        dynamic_sampling=False,
+        overlong_buffer={"enable": False},
+    )
+    # DAPO has no KL term; Tunix 0.1.7 tests `beta != 0.0`, so its None would still run the reference model
+    algo.beta = 0.0
+    return algo
+
+
+def build_learner(inputs: LearnerInputs) -> Any:
+    from tunix.rl.grpo.dapo_learner import DAPOLearner
+
+    t = inputs.conf.trainer
+    if not (t.dapo.dynamic_sampling.enabled or t.dapo.overlong.enabled):
+        return family_learner(inputs, DAPOLearner, algorithm_config(t))
+    cls = learner_class(DAPOLearner)
+    return cls(
+        inputs.cluster,
+        algorithm_config(t),
+        list(inputs.reward_fns),  # DAPOLearner appends Tunix's character-count shaping to the list (off here)
+        metric_fns=inputs.metric_fns,
+        trainer=t,
+        refill=inputs.refill,
+        metric_key=inputs.metric_key,
+    )
+
+
+def check_keys(t: TrainerConfig) -> None:
+    check_groups(t)
+    d = t.dapo
+    if d.epsilon_high is not None and d.epsilon_high < t.epsilon:
+        raise ConfigError("trainer.dapo.epsilon_high", d.epsilon_high, f"must be >= trainer.epsilon={t.epsilon}")
+    if d.dynamic_sampling.max_rounds < 0:
+        raise ConfigError(
+            "trainer.dapo.dynamic_sampling.max_rounds",
+            d.dynamic_sampling.max_rounds,
+            "use 0 (no refill) or more rounds",
+        )
+    o = d.overlong
+    if o.penalty < 0:
+        raise ConfigError("trainer.dapo.overlong.penalty", o.penalty, "must be >= 0 (the shaping only subtracts)")
+    if o.buffer_tokens is not None and not 0 < o.buffer_tokens <= t.max_completion_tokens:
+        raise ConfigError(
+            "trainer.dapo.overlong.buffer_tokens",
+            o.buffer_tokens,
+            f"use 1..trainer.max_completion_tokens={t.max_completion_tokens}, or null for a fifth of it",
+        )
+
+
+SPEC = register(
+    AlgorithmSpec(name="dapo", build_learner=build_learner, node="dapo", has_kl=False, check_keys=check_keys)
+)
+
+
+# -- Tunix's learner internals, overridden ----------------------------------------------------------------------
+# The one place DAPO reaches private methods of Tunix 0.1.7's GRPO-family learners: `_compute_rewards` (the
+# overlong shaping, and the rewards dynamic sampling reads) and `_generate_and_compute_advantage` (dropping and
+# refilling groups). Everything above is public Tunix or rlexp's own.
+
+
 def learner_class(base: type) -> type:
     """`base` (a Tunix GRPO-family learner) with the paper's dynamic sampling and overlong shaping."""
 
     class PaperDapo(base):  # type: ignore[misc, valid-type]
-        def __init__(self, *args: Any, trainer: TrainerConfig, refill: Callable[[], dict], **kwargs: Any) -> None:
+        def __init__(
+            self,
+            *args: Any,
+            trainer: TrainerConfig,
+            refill: Callable[[], dict],
+            metric_key: Callable[[str], str],
+            **kwargs: Any,
+        ) -> None:
             super().__init__(*args, **kwargs)
-            self._trainer, self._refill = trainer, refill
+            self._trainer, self._refill, self._metric_key = trainer, refill, metric_key
             self._local = threading.local()  # rollouts run in Tunix's data thread, evals in the training one
 
         # -- overlong shaping: tokens of each completion, recorded by the cluster's generate --------------
         def _compute_rewards(self, prompts: list, completions: list, mode: Any, *args: Any, **kwargs: Any) -> Any:
             rewards = np.asarray(super()._compute_rewards(prompts, completions, mode, *args, **kwargs), np.float64)
-            o, t = self._trainer.overlong, self._trainer
+            o, t = self._trainer.dapo.overlong, self._trainer
             if o.enabled:
                 lengths = self.rl_cluster.completion_lengths()
                 shaped = overlong_penalty(lengths, t.max_completion_tokens, overlong_buffer(t), o.penalty)
@@ -73,12 +173,14 @@ def learner_class(base: type) -> type:
 
             mode = Mode.TRAIN if mode is None else mode
             first = super()._generate_and_compute_advantage(training_input, mode)
-            if mode != Mode.TRAIN or not self._trainer.dynamic_sampling.enabled:
+            if mode != Mode.TRAIN or not self._trainer.dapo.dynamic_sampling.enabled:
                 return first
             g = self.algo_config.num_generations
             examples, kept = [first], [varied_groups(self._local.rewards, g)]
             needed = len(kept[0])
-            while sum(int(k.sum()) for k in kept) < needed and len(kept) <= self._trainer.dynamic_sampling.max_rounds:
+            while (
+                sum(int(k.sum()) for k in kept) < needed and len(kept) <= self._trainer.dapo.dynamic_sampling.max_rounds
+            ):
                 more = self._refill_input(len(training_input["prompts"]) // g, round_=len(kept))
                 examples.append(super()._generate_and_compute_advantage(more, mode))
                 kept.append(varied_groups(self._local.rewards, g))
@@ -110,33 +212,7 @@ def learner_class(base: type) -> type:
             return out
 
         def _buffer(self, values: dict[str, float], mode: Any, agg: Callable) -> None:
-            self.rl_cluster.buffer_metrics({rlexp_metric_key(k): (v, agg) for k, v in values.items()}, mode=mode)
+            self.rl_cluster.buffer_metrics({self._metric_key(k): (v, agg) for k, v in values.items()}, mode=mode)
 
     PaperDapo.__name__ = PaperDapo.__qualname__ = f"Paper{base.__name__}"
     return PaperDapo
-
-
-def gather_groups(examples: list[Any], chosen: list[tuple[int, int]], num_generations: int) -> Any:
-    """One TrainExample of the chosen (round, group) pairs, each group's rows in order."""
-    import jax
-    import jax.numpy as jnp
-
-    offsets = np.cumsum([0] + [int(e.completion_ids.shape[0]) for e in examples])
-    rows = np.concatenate([offsets[r] + g * num_generations + np.arange(num_generations) for r, g in chosen])
-    return jax.tree.map(lambda *xs: jnp.concatenate([jnp.asarray(x) for x in xs])[rows], *examples)
-
-
-def cycle_batches(make: Callable[[int], Iterator[dict]]) -> Callable[[], dict]:
-    """A refill source: the next batch of `make(pass)`, starting a new pass when one ends."""
-    state = {"pass": 0, "it": make(0)}
-
-    def next_batch() -> dict:
-        for _ in range(2):
-            try:
-                return next(state["it"])
-            except StopIteration:
-                state["pass"] += 1
-                state["it"] = make(state["pass"])
-        raise RuntimeError("the refill stream yields no batch")
-
-    return next_batch
