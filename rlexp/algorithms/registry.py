@@ -37,7 +37,7 @@ _FIRST = ("grpo", "dapo", "drgrpo", "gspo", "ppo")
 
 
 def register(spec: AlgorithmSpec) -> AlgorithmSpec:
-    """Make `spec` the algorithm `trainer.algorithm=<spec.name>`; returns it, so a module keeps `SPEC = register(...)`."""
+    """Make `spec` the algorithm `trainer.algorithm=<spec.name>`; returns it (a module keeps `SPEC = register(...)`)."""
     old = _ALGORITHMS.get(spec.name)
     if old is not None and old is not spec:
         raise ValueError(f"algorithm {spec.name!r} is registered twice")

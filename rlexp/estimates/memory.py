@@ -4,8 +4,8 @@ Pure Python (no JAX): the preflight, the launcher dry run and `--cfg` call it be
 read. The trainer shards every weight over all its devices (fsdp x tp), keeps AdamW's two moments
 in the parameter dtype, and holds a frozen reference copy when the loss needs one (`reference_copy`: with LoRA the
 reference is the frozen base itself) or the algorithm's own model in that role (its spec's `reference_model`: OPD's
-teacher), and a critic when the algorithm trains one (`needs_critic`). The rollout KV cache holds batch_size x num_generations
-sequences of max_prompt_tokens + max_completion_tokens, split over the data-parallel devices that
+teacher), and a critic when the algorithm trains one (`needs_critic`). The rollout KV cache holds batch_size x
+num_generations sequences of max_prompt_tokens + max_completion_tokens, split over the data-parallel devices that
 sample. `activations` is a rough bound for one training micro-batch (logits dominate for large
 vocabularies), not a measurement. The model's terms (`model_terms`: weights, adapter weights, cache per sequence)
 come from its family's spec; `check_fits` is the rule `rlexp.checks.check_config` runs with them.

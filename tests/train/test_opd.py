@@ -11,10 +11,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from rlexp.errors import ConfigError
-from rlexp.models.loader import BUILTIN_DIR
 from rlexp.algorithms import opd
 from rlexp.checks import check_config
+from rlexp.errors import ConfigError
+from rlexp.models.loader import BUILTIN_DIR
 from rlexp.train.metrics import rlexp_metric_key
 from tests.helpers import compose_conf, run_rlexp
 
