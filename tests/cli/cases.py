@@ -67,7 +67,7 @@ RLEXP = [
     _c(
         f"rlexp trainer=dapo trainer.epsilon_high=0.3 {RUN}",
         2,
-        "trainer.epsilon_high=0.3: moved: use trainer.dapo.epsilon_high",
+        "trainer.epsilon_high='0.3': moved: use trainer.dapo.epsilon_high",
     ),
     _c(f"rlexp trainer=dapo trainer.beta=0.04 {RUN}", 2, "trainer.beta=0.04: dapo has no KL term"),
     _c(

@@ -118,6 +118,16 @@ def test_the_command_refuses_a_teacher_with_another_tokenizer(tmp_path: Path) ->
     assert lines[0].startswith("rlexp: error: trainer.opd.teacher=") and "tokenizer" in lines[0]
 
 
+def test_validate_runs_the_teachers_rules(tmp_path: Path) -> None:
+    """`rlexp validate` asks the spec too: a missing teacher is refused in one line, before any data is read."""
+    proc = run_rlexp("trainer=opd", "trainer.opd.teacher=/no/such/run", module="rlexp.validate")
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and lines == [
+        "rlexp: error: trainer.opd.teacher='/no/such/run': no such folder: give a run dir of `python -m rlexp`, "
+        "<run dir>/checkpoints/actor/<step>, or a Hugging Face folder"
+    ], proc.stderr[-2000:]
+
+
 def test_the_estimates_count_the_teacher_and_the_students_scoring(tmp_path: Path) -> None:
     """Through the spec's terms: the teacher's weights sit in the reference's place, its forward and the student's
     own scoring pass are in a step's FLOPs and the roofline cost."""
