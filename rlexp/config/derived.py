@@ -1,4 +1,4 @@
-"""Values derived from a config that several layers need: the trainer mesh and the reference model.
+"""Values derived from a config that several layers need: the trainer mesh.
 
 Each is computed here and nowhere else, so the validation rules, the memory estimate and the trainer
 cannot disagree. Pure Python: no JAX.
@@ -6,7 +6,7 @@ cannot disagree. Pure Python: no JAX.
 
 from __future__ import annotations
 
-from rlexp.config.schema import SliceConfig, TrainerConfig
+from rlexp.config.schema import SliceConfig
 from rlexp.errors import ConfigError
 
 
@@ -29,14 +29,3 @@ def resolve_mesh(s: SliceConfig) -> tuple[int, int]:
             f"fsdp x tp must equal the {n} trainer devices of slice {s.name}; use -1 to derive it",
         )
     return fsdp, tp
-
-
-def needs_reference(t: TrainerConfig) -> bool:
-    """Whether the loss needs a frozen reference policy: for the KL term (beta > 0; DAPO has none)."""
-    return bool(t.beta)
-
-
-def loads_reference_copy(t: TrainerConfig) -> bool:
-    """Whether a second copy of the weights is loaded as the reference. With LoRA the frozen base the
-    adapters sit on is the reference itself, so no copy is made."""
-    return needs_reference(t) and t.lora.rank == 0

@@ -211,6 +211,16 @@ class OverlongConfig:
 
 
 @dataclass
+class DapoConfig:
+    """DAPO's own keys (Yu et al. 2025; trainer=dapo, rlexp.algorithms.dapo): clip-higher, dynamic sampling and the
+    overlong shaping. Another algorithm refuses them set (rlexp.algorithms.registry)."""
+
+    epsilon_high: float | None = None  # clip-higher: the ratio's upper clip; null: trainer.epsilon
+    dynamic_sampling: DynamicSamplingConfig = field(default_factory=DynamicSamplingConfig)
+    overlong: OverlongConfig = field(default_factory=OverlongConfig)
+
+
+@dataclass
 class PpoConfig:
     """PPO (Schulman et al. 2017) through Tunix's learner: a critic, GAE over the completion's tokens, value
     clipping. The reward is given at the completion's last token; beta > 0 subtracts a KL penalty per token."""
@@ -225,10 +235,21 @@ class PpoConfig:
 
 
 @dataclass
+class OpdConfig:
+    """On-policy distillation (Agarwal et al. 2024; the Qwen3 report): the student samples, a frozen teacher's
+    per-token log-probabilities on those samples give each token's advantage, log pi_teacher - log pi_student
+    (the negated per-token reverse KL). rlexp.algorithms.opd."""
+
+    # a run dir of `python -m rlexp` (its newest actor checkpoint), one `<run dir>/checkpoints/actor/<step>`, or a
+    # Hugging Face folder (config.json + safetensors); its tokenizer must be the student's
+    teacher: str | None = None
+
+
+@dataclass
 class TrainerConfig:
     """The RL algorithm, optimizer, rollout sampling, evaluation and checkpoint cadence."""
 
-    algorithm: str = MISSING  # grpo | dapo | drgrpo | gspo | ppo
+    algorithm: str = MISSING  # a registered algorithm (rlexp.algorithms): grpo | dapo | drgrpo | gspo | ppo | opd
     max_steps: int = 300  # GRPO steps (one rollout batch and one optimizer update each)
     epochs: int = 1  # passes over the train split available to max_steps
     batch_size: int = 8  # prompts per step
@@ -248,11 +269,11 @@ class TrainerConfig:
     # loss
     beta: float | None = 0.04  # KL coefficient; 0 skips the reference model; DAPO has none (null, refused if set)
     epsilon: float = 0.2
-    epsilon_high: float | None = None  # DAPO clip-higher
     loss_agg_mode: str = "sequence-mean-token-mean"
-    dynamic_sampling: DynamicSamplingConfig = field(default_factory=DynamicSamplingConfig)
-    overlong: OverlongConfig = field(default_factory=OverlongConfig)
+    # each algorithm's own keys, in its node (rlexp.algorithms: its spec names the node); refused under another
+    dapo: DapoConfig = field(default_factory=DapoConfig)  # trainer=dapo only
     ppo: PpoConfig = field(default_factory=PpoConfig)  # trainer=ppo only
+    opd: OpdConfig = field(default_factory=OpdConfig)  # trainer=opd only
     # rollout
     temperature: float = 1.0
     top_p: float = 1.0

@@ -14,7 +14,6 @@ import string
 from typing import Any
 
 from rlexp.compat.chat_jinja import compiled_chat_template
-from rlexp.config.algorithm_rules import check_algorithm_keys
 from rlexp.config.hardware import tpu_slice
 from rlexp.config.schema import RlexpConfig
 from rlexp.errors import ConfigError
@@ -97,7 +96,6 @@ def check_values(cfg: RlexpConfig) -> None:
         if value not in allowed:
             raise ConfigError(key, value, f"use one of {', '.join(allowed)}")
     t, d, s, v = cfg.trainer, cfg.dataset, cfg.slice, cfg.validate
-    check_algorithm_keys(t)  # DAPO's missing KL key, its dynamic sampling and overlong shaping
     for key, seed in (("seed", cfg.seed), ("dataset.seed", d.seed)):
         if not 0 <= seed < 2**32:  # numpy's and JAX's seeds: a traceback deep inside either
             raise ConfigError(key, seed, "use an integer in [0, 4294967295]")

@@ -159,11 +159,11 @@ def build_cluster(
     train_mesh, rollout_mesh = meshes
     role_to_mesh = {rl.Role.ACTOR: train_mesh, rl.Role.REFERENCE: train_mesh, rl.Role.ROLLOUT: rollout_mesh}
     critic_optimizer = None
-    if critic is not None:  # trainer=ppo (rlexp.train.ppo): the critic trains on the actor's devices
-        from rlexp.train.ppo import critic_trainer_config
+    if critic is not None:  # an algorithm with a critic (trainer=ppo): the critic trains on the actor's devices
+        from rlexp.algorithms.registry import algorithm_of
 
         role_to_mesh[rl.Role.CRITIC] = train_mesh
-        critic_optimizer = build_optimizer(critic_trainer_config(t))
+        critic_optimizer = build_optimizer(algorithm_of(t).critic_trainer(t))
     training = rl.RLTrainingConfig(
         actor_optimizer=build_optimizer(t),
         critic_optimizer=critic_optimizer,
@@ -234,10 +234,13 @@ def _quiet(export: Any) -> Any:
 
 def build_learner(cfg: RlexpConfig, cluster: Any, reward_fns: list, metric_fns: list, refill: Any = None) -> Any:
     """Tunix's learner for trainer.algorithm, with trainer.rollout.async_rollout applied; `refill` (a callable
-    returning the next batch of prompts) feeds dynamic sampling (rlexp.train.dapo)."""
-    from rlexp.train.algorithms import algorithm_learner
+    returning the next batch of prompts) feeds dynamic sampling (rlexp.algorithms.dapo). The algorithm's spec
+    builds it (rlexp.algorithms)."""
+    from rlexp.algorithms.registry import LearnerInputs, algorithm_of
+    from rlexp.train.metrics import rlexp_metric_key
 
-    learner = algorithm_learner(cfg, cluster, reward_fns, metric_fns, refill)
+    inputs = LearnerInputs(cfg, cluster, list(reward_fns), list(metric_fns), refill, rlexp_metric_key)
+    learner = algorithm_of(cfg.trainer).build_learner(inputs)
     set_async_rollout(cfg, learner)
     return learner
 

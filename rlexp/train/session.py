@@ -16,6 +16,7 @@ import contextlib
 import logging
 import sys
 import time
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -24,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlexp import log_setup, perf, storage
 from rlexp import tunix as tunix_seam
-from rlexp.config.derived import loads_reference_copy
+from rlexp.algorithms.registry import algorithm_of, reference_copy
 from rlexp.config.schema import RlexpConfig
 from rlexp.config.validate import check_steps
 from rlexp.config.values import EVAL_METRICS
@@ -63,6 +64,22 @@ def batches(rows: list[dict[str, Any]], batch_size: int, epochs: int, seed: int,
                 "prompts": np.array([r["prompt"] for r in chunk]),
                 **{k: np.array([str(r[k]) for r in chunk]) for k in fields},
             }
+
+
+def cycle_batches(make: Callable[[int], Iterator[dict]]) -> Callable[[], dict]:
+    """A refill source: the next batch of `make(pass)`, starting a new pass when one ends."""
+    state = {"pass": 0, "it": make(0)}
+
+    def next_batch() -> dict:
+        for _ in range(2):
+            try:
+                return next(state["it"])
+            except StopIteration:
+                state["pass"] += 1
+                state["it"] = make(state["pass"])
+        raise RuntimeError("the refill stream yields no batch")
+
+    return next_batch
 
 
 class TrainingSession:
@@ -112,17 +129,19 @@ class TrainingSession:
         self.meshes = build_meshes(self.conf)
         t = self.conf.trainer
         base = load_model(self.conf.model, self.meshes[0])
+        load_own = algorithm_of(t).load_reference  # the algorithm's own model in the reference role (OPD's teacher)
+        own = load_own(self.conf, self.meshes[0]) if load_own is not None else None
         if t.lora.rank > 0:
             from rlexp.models.lora import apply_lora
 
             # Only the adapters train; the frozen base they sit on is the reference policy itself.
-            return apply_lora(base, t.lora, self.meshes[0], seed=self.conf.seed), base
-        reference = load_model(self.conf.model, self.meshes[0]) if loads_reference_copy(t) else None
-        return base, reference
+            return apply_lora(base, t.lora, self.meshes[0], seed=self.conf.seed), base if own is None else own
+        reference = load_model(self.conf.model, self.meshes[0]) if reference_copy(t) else None
+        return base, reference if own is None else own
 
     def _load_critic(self) -> Any:
-        """PPO's value model (rlexp.families.critic); None for the other algorithms."""
-        if self.conf.trainer.algorithm != "ppo":
+        """The value model of an algorithm that trains one (PPO; rlexp.families.critic); None for the others."""
+        if not algorithm_of(self.conf.trainer).needs_critic:
             return None
         from rlexp.families.critic import load_critic
 
@@ -142,8 +161,6 @@ class TrainingSession:
     def _refill(self) -> Any:
         """Dynamic sampling's further prompts: the train split in its own shuffled order (seeded apart from the
         training order, a new order each pass), so the training order and its resume stay as without it."""
-        from rlexp.train.dapo import cycle_batches
-
         t = self.conf.trainer
         return cycle_batches(lambda n: batches(self.train_rows, t.batch_size, 1, self.conf.seed + 7919 * (n + 1)))
 

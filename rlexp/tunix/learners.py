@@ -3,8 +3,10 @@
 `_generate_and_compute_advantage` and hands rlexp's code plain values through `Step`.
 
 - `hooked_learner_class(base)`: DAPO's overlong shaping (`Hooks.rewards`) and dynamic sampling
-  (`Hooks.examples`), rlexp.train.dapo;
-- `route_rollouts(learner, ...)`: agent=tools' episodes and their loss mask, rlexp.train.episodes.
+  (`Hooks.examples`), rlexp.algorithms.dapo;
+- `route_rollouts(learner, ...)`: agent=tools' episodes and their loss mask, rlexp.train.episodes;
+- `rewrite_examples(learner, rewrite)`: each rollout's TrainExample rewritten after Tunix built it (on-policy
+  distillation's per-token advantages, rlexp.algorithms.opd).
 """
 
 from __future__ import annotations
@@ -124,5 +126,19 @@ def route_rollouts(
             del cluster.generate  # the instance attribute: the class's method again
         new = mask(np.asarray(example.completion_mask), Step(learner, mode))
         return dataclasses.replace(example, completion_mask=jnp.asarray(new))
+
+    learner._generate_and_compute_advantage = generate_and_advantage
+
+
+def rewrite_examples(learner: Any, rewrite: Callable[[Any, Step], Any]) -> None:
+    """Make `learner` train on `rewrite(example, step)` of each TrainExample its `_generate_and_compute_advantage`
+    (guarded by its fingerprint) builds: Tunix's rollout, masks and log-probabilities, with what `rewrite` changes
+    (e.g. `example.replace(advantages=...)`). Wrapped on this instance; the class is untouched."""
+    from tunix.rl import rl_cluster as rl
+
+    own = learner._generate_and_compute_advantage
+
+    def generate_and_advantage(training_input: Any, mode: Any = rl.Mode.TRAIN) -> Any:
+        return rewrite(own(training_input, mode), Step(learner, mode))
 
     learner._generate_and_compute_advantage = generate_and_advantage
