@@ -176,8 +176,8 @@ def test_cfg_job_refuses_a_wrong_type_before_composing(tmp_path) -> None:
     out = rlexp("--cfg", "job", "trainer.eval_k=[1,x]", cwd=tmp_path)
     assert out.returncode == 2 and out.stdout == "", out.stdout
     assert out.stderr.splitlines() == [
-        "rlexp: error: trainer.eval_k='[1,x]': Value 'x' of type 'str' could not be converted to Integer; "
-        "give a list of integers, e.g. [1,2]"
+        "rlexp: error: trainer.eval_k='[1,x]': 'x' is not an integer; give null (each power of two up to "
+        "trainer.eval_samples), an integer k or a list of them, e.g. [1,4]"
     ]
 
 
