@@ -130,7 +130,10 @@ def check_objective(objective: str, ks: Sequence[int] | None = None) -> None:
             return
         listing = ", ".join(map(str, ks))
         raise ConfigError(
-            "objective", objective, f"the evals report k = {listing}; add {k} to trainer.eval_k (k <= trainer.eval_samples), or name one of those"
+            "objective",
+            objective,
+            f"the evals report k = {listing}; add {k} to trainer.eval_k (k <= trainer.eval_samples), or name one of "
+            "those",
         )
     if objective not in SUMMARY_NUMBERS:
         near = difflib.get_close_matches(objective, SUMMARY_NUMBERS, n=1, cutoff=0.6)
