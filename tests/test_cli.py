@@ -181,6 +181,12 @@ def test_cfg_job_refuses_a_wrong_type_before_composing(tmp_path) -> None:
     ]
 
 
+def test_cfg_job_takes_one_k_for_eval_k(tmp_path) -> None:
+    """`trainer.eval_k=4` (pass@1 and pass@4) was refused with OmegaConf's "AnyNode is not a ListConfig"."""
+    out = rlexp("--cfg", "job", "trainer.eval_k=4", cwd=tmp_path)
+    assert out.returncode == 0 and "  eval_k: 4\n" in out.stdout, out.stderr
+
+
 def test_a_free_form_key_hydra_cannot_set_says_how_to_add_it(tmp_path) -> None:
     """Only the composed config knows a free-form dict's keys: Hydra's refusal (a pinned text) becomes the fix."""
     out = rlexp("--cfg", "job", "reward.functions.0.kwargs.model=judge", cwd=tmp_path)
