@@ -293,7 +293,9 @@ class TrainerConfig:
     eval_top_k: int | None = None
     eval_passes: int = 1  # MaxText's num_eval_passes
     eval_mode: str = "pass"  # pass (any of the passes) | maj (majority answer) | pass_at_1 (fraction)
-    eval_k: list[int] = field(default_factory=lambda: [1])  # pass@k and maj@k for each k <= eval_samples
+    # pass@k and maj@k for: null, each power of two up to eval_samples; an integer k, 1 and k; a list, 1 and each
+    # of its k (Any: OmegaConf types no int-or-list; rlexp.config.values checks the value, naming the key)
+    eval_k: Any = None
     samples_every: int = 50  # write prompt/completion rows to samples.jsonl
     # checkpoints
     checkpoint_every: int = 100

@@ -14,7 +14,7 @@ import re
 from rlexp.config.agent_rules import check_agent
 from rlexp.config.derived import resolve_mesh
 from rlexp.config.schema import RlexpConfig, RolloutConfig, TrainerConfig
-from rlexp.config.values import check_values
+from rlexp.config.values import check_values, eval_k_refusal, eval_ks
 from rlexp.errors import ConfigError
 
 LOSS_AGG_MODES = (
@@ -94,11 +94,12 @@ def _check_eval(t: TrainerConfig) -> None:
         s = getattr(t.eval_strategies, name)
         _check_sampling(f"trainer.eval_strategies.{name}.", s.temperature, s.top_p, s.top_k)
     _check_sampling("trainer.eval_", t.eval_temperature, t.eval_top_p, t.eval_top_k)
-    bad = [k for k in t.eval_k if not isinstance(k, int) or not 1 <= k <= t.eval_samples]
-    if bad or not t.eval_k:
-        raise ConfigError(
-            "trainer.eval_k", list(t.eval_k), f"use k values in [1, trainer.eval_samples={t.eval_samples}]"
-        )
+    reason = eval_k_refusal(t.eval_k)  # its type (check_values asks first), then its range
+    if reason is None and any(not 1 <= k <= t.eval_samples for k in eval_ks(t.eval_k, t.eval_samples)):
+        reason = f"use k values in [1, trainer.eval_samples={t.eval_samples}], or null for each power of two up to it"
+    if reason is not None:
+        shown = t.eval_k if isinstance(t.eval_k, int | None) else list(t.eval_k)
+        raise ConfigError("trainer.eval_k", shown, reason)
 
 
 def validate(cfg: RlexpConfig) -> None:

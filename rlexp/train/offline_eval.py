@@ -4,7 +4,9 @@ Hugging Face folder, on any dataset option's eval split with the run's templates
 The config is the run's own (`.hydra/config.yaml`) with the command's overrides on top: `group=option` takes that
 group from conf/ (`dataset=gsm8k`), `a.b=value` sets one key. A Hugging Face folder has no run: conf/'s default
 config with the overrides, and `model.path` the folder. The eval is the run's (rlexp.train.evaluate) on one
-device; the result goes to `<run dir>/eval/<name>.json` (a folder: `<folder>/eval/`), or `--out`.
+device; the result goes to `<run dir>/eval/<name>.json` (a folder: `<folder>/eval/`), or `--out`. Its `metrics`
+hold pass@k and maj@k for each k of `eval_k` (docs/eval.md); each of its `rows` holds the rendered prompt, so
+another tool can ask the model the same question.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from rlexp import storage
 from rlexp.checks import check_rules
 from rlexp.config.load import compose, to_config
 from rlexp.config.schema import GROUP_SCHEMAS, RlexpConfig
+from rlexp.config.values import eval_ks
 from rlexp.errors import ConfigError, RlexpError
 
 log = logging.getLogger(__name__)
@@ -170,11 +173,14 @@ def run_offline_eval(
         "eval_mode": conf.trainer.eval_mode,
         "eval_passes": conf.trainer.eval_passes,
         "eval_samples": conf.trainer.eval_samples,
+        "eval_k": eval_ks(conf.trainer.eval_k, conf.trainer.eval_samples),  # the k of pass_at_<k>, maj_at_<k>
         "overrides": list(overrides),
         "seconds": round(time.perf_counter() - started, 2),
         "metrics": metrics,
+        # each row's prompt as rendered (data and chat template applied): the exact string sampled from, which the
+        # sampler tokenizes with the model's BOS in front; the completion is the first strategy pass's
         "rows": [
-            {"id": r["id"], "answer": r.get("answer"), "completion": c}
+            {"id": r["id"], "prompt": r["prompt"], "answer": r.get("answer"), "completion": c}
             for r, c in zip(rows, kept["completions"], strict=True)
         ],
         "dataset_config": asdict(conf.dataset),

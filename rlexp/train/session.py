@@ -28,7 +28,7 @@ from rlexp import tunix as tunix_seam
 from rlexp.algorithms.registry import algorithm_of, reference_copy
 from rlexp.config.schema import RlexpConfig
 from rlexp.config.validate import check_steps
-from rlexp.config.values import EVAL_METRICS
+from rlexp.config.values import eval_metric_names
 from rlexp.data.registry import load_splits
 from rlexp.data.templates import check_turn_markers, render_splits
 from rlexp.errors import ConfigError, RlexpError, RunError
@@ -481,7 +481,7 @@ class TrainingSession:
         if "before" in self.evals and "after" in self.evals:
             summary["eval"]["gain"] = {
                 k: self.evals["after"][k] - self.evals["before"][k]
-                for k in EVAL_METRICS
+                for k in eval_metric_names(self.evals["after"])
                 if k in self.evals["after"] and k in self.evals["before"]
             }
         summary["objective"]["value"] = rundir.dotted_get(summary, self.conf.objective)
@@ -493,7 +493,7 @@ class TrainingSession:
             f"\nrlexp run {s['run_name']}: {s['status']} after {s['train']['steps']} steps "
             f"in {s['train']['wall_seconds']:.1f} s  ({self.run_dir})"
         ]
-        for k in EVAL_METRICS:
+        for k in eval_metric_names(ev.get("after", {})):
             before, after = ev.get("before", {}).get(k), ev.get("after", {}).get(k)
             if before is not None and after is not None:
                 lines.append(f"  {k:<16} {before:.3f} -> {after:.3f}  ({after - before:+.3f})")

@@ -55,7 +55,7 @@ RLEXP = [
     _c(f"rlexp sweep=lr_beta {RUN}", 2, "sweep='lr_beta': sweep is not in the defaults list; add it with +sweep"),
     _c(f"rlexp model=null {RUN}", 2, "model=None: a group takes one option's name"),
     _c(f"rlexp trainer.beta.x=1 {RUN}", 2, "trainer.beta.x='1': trainer.beta holds one value, not keys"),
-    _c(f"rlexp trainer.eval_k=[1,x] {RUN}", 2, "give a list of integers"),
+    _c(f"rlexp trainer.eval_k=[1,x] {RUN}", 2, "trainer.eval_k='[1,x]': 'x' is not an integer; give null"),
     _c(f"rlexp model.extra.x=1 {RUN}", 2, "model.extra.x='1': not in this config yet; add it with +model.extra.x=1"),
     _c(f"rlexp trainer.adam_b1=1.5 {RUN}", 2, "trainer.adam_b1=1.5"),
     _c(f"rlexp trainer.adam_b1=1.0 {RUN}", 2, "trainer.adam_b1=1.0"),
