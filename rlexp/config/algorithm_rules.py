@@ -3,6 +3,7 @@ overlong shaping, and the overlong buffer against the completion budget. Pure Py
 
 from __future__ import annotations
 
+from rlexp.config.derived import tunix_kl_mode
 from rlexp.config.schema import TrainerConfig
 from rlexp.errors import ConfigError
 
@@ -31,6 +32,7 @@ def check_algorithm_keys(t: TrainerConfig) -> None:
         raise ConfigError("trainer.beta", None, f"{t.algorithm} needs a KL coefficient: use 0 for none, e.g. 0.04")
     if t.beta is not None and t.beta < 0:
         raise ConfigError("trainer.beta", t.beta, "must be >= 0")
+    tunix_kl_mode(t)
     if t.algorithm == "ppo":
         _check_ppo(t)
     ds = t.dynamic_sampling
@@ -67,8 +69,6 @@ def _check_ppo(t: TrainerConfig) -> None:
         raise ConfigError("trainer.ppo.critic_learning_rate", p.critic_learning_rate, "must be > 0 (or null)")
     if p.entropy_coef < 0:
         raise ConfigError("trainer.ppo.entropy_coef", p.entropy_coef, "must be >= 0")
-    if p.kl_method not in ("kl", "mse_kl", "low_var_kl"):
-        raise ConfigError("trainer.ppo.kl_method", p.kl_method, "use one of kl, mse_kl, low_var_kl")
 
 
 def needs_critic(t: TrainerConfig) -> bool:

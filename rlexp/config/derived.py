@@ -31,6 +31,18 @@ def resolve_mesh(s: SliceConfig) -> tuple[int, int]:
     return fsdp, tp
 
 
+# trainer.kl_estimator -> Tunix's kl_loss_mode / PPO kl_method (tunix.rl.common.compute_kl_divergence)
+KL_ESTIMATORS = {"k3": "low_var_kl", "low_var_kl": "low_var_kl", "kl": "kl", "mse": "mse_kl"}
+
+
+def tunix_kl_mode(t: TrainerConfig) -> str:
+    """Tunix's name of the trainer's KL estimator; ConfigError naming the key for any other value."""
+    mode = KL_ESTIMATORS.get(t.kl_estimator)
+    if mode is None:
+        raise ConfigError("trainer.kl_estimator", t.kl_estimator, "use one of k3 (alias low_var_kl), kl, mse")
+    return mode
+
+
 def needs_reference(t: TrainerConfig) -> bool:
     """Whether the loss needs a frozen reference policy: for the KL term (beta > 0; DAPO has none)."""
     return bool(t.beta)

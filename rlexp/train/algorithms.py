@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlexp.config.derived import tunix_kl_mode
 from rlexp.config.schema import RlexpConfig, TrainerConfig
 
 
@@ -27,6 +28,7 @@ def algorithm_learner(cfg: RlexpConfig, cluster: Any, reward_fns: list, metric_f
 def algorithm_config(t: TrainerConfig) -> tuple[type, Any]:
     """(Tunix learner class, its algorithm config) for a GRPO-family trainer.algorithm."""
     common = dict(num_generations=t.num_generations, num_iterations=t.num_iterations, epsilon=t.epsilon)
+    kl = dict(kl_loss_mode=tunix_kl_mode(t))
     if t.algorithm == "dapo":
         from tunix.rl.grpo.dapo_learner import DAPOConfig, DAPOLearner
 
@@ -45,8 +47,8 @@ def algorithm_config(t: TrainerConfig) -> tuple[type, Any]:
     if t.algorithm == "drgrpo":
         from tunix.rl.grpo.drgrpo_learner import DrGRPOConfig, DrGRPOLearner
 
-        return DrGRPOLearner, DrGRPOConfig(**common, beta=t.beta, loss_agg_mode=t.loss_agg_mode)
+        return DrGRPOLearner, DrGRPOConfig(**common, **kl, beta=t.beta, loss_agg_mode=t.loss_agg_mode)
     from tunix.rl.grpo.grpo_learner import GRPOConfig, GRPOLearner
 
     loss_algo = "gspo-token" if t.algorithm == "gspo" else "grpo"
-    return GRPOLearner, GRPOConfig(**common, beta=t.beta, loss_algo=loss_algo, loss_agg_mode=t.loss_agg_mode)
+    return GRPOLearner, GRPOConfig(**common, **kl, beta=t.beta, loss_algo=loss_algo, loss_agg_mode=t.loss_agg_mode)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from rlexp.config.derived import tunix_kl_mode
 from rlexp.config.schema import TrainerConfig
 
 
@@ -25,7 +26,7 @@ def ppo_config(t: TrainerConfig) -> Any:
         epsilon=t.epsilon,
         entropy_coef=p.entropy_coef or None,
         clip_range_value=p.clip_range_value,
-        kl_method=p.kl_method,
+        kl_method=tunix_kl_mode(t),
     )
 
 
