@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlexp.algorithms.grpo import check_groups, common_args, family_learner
+from rlexp.algorithms.grpo import check_groups, common_args, family_learner, kl_args
 from rlexp.algorithms.registry import AlgorithmSpec, LearnerInputs, register
 from rlexp.config.schema import TrainerConfig
 
@@ -12,7 +12,7 @@ from rlexp.config.schema import TrainerConfig
 def algorithm_config(t: TrainerConfig) -> Any:
     from tunix.rl.grpo.drgrpo_learner import DrGRPOConfig
 
-    return DrGRPOConfig(**common_args(t), beta=t.beta, loss_agg_mode=t.loss_agg_mode)
+    return DrGRPOConfig(**common_args(t), **kl_args(t), beta=t.beta, loss_agg_mode=t.loss_agg_mode)
 
 
 def build_learner(inputs: LearnerInputs) -> Any:

@@ -12,6 +12,7 @@ import dataclasses
 from typing import Any
 
 from rlexp.algorithms.registry import AlgorithmSpec, LearnerInputs, register
+from rlexp.config.derived import tunix_kl_mode
 from rlexp.config.schema import TrainerConfig
 from rlexp.errors import ConfigError
 
@@ -33,7 +34,7 @@ def ppo_config(t: TrainerConfig) -> Any:
         epsilon=t.epsilon,
         entropy_coef=p.entropy_coef or None,
         clip_range_value=p.clip_range_value,
-        kl_method=p.kl_method,
+        kl_method=tunix_kl_mode(t),
     )
 
 
@@ -72,8 +73,6 @@ def check_keys(t: TrainerConfig) -> None:
         raise ConfigError("trainer.ppo.critic_learning_rate", p.critic_learning_rate, "must be > 0 (or null)")
     if p.entropy_coef < 0:
         raise ConfigError("trainer.ppo.entropy_coef", p.entropy_coef, "must be >= 0")
-    if p.kl_method not in ("kl", "mse_kl", "low_var_kl"):
-        raise ConfigError("trainer.ppo.kl_method", p.kl_method, "use one of kl, mse_kl, low_var_kl")
 
 
 SPEC = register(

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from rlexp.algorithms.spec import AlgorithmSpec, LearnerInputs
+from rlexp.config.derived import tunix_kl_mode
 from rlexp.config.schema import RlexpConfig, TrainerConfig
 from rlexp.errors import ConfigError
 
@@ -108,6 +109,8 @@ def check_keys(t: TrainerConfig) -> AlgorithmSpec:
         raise ConfigError("trainer.beta", None, f"{t.algorithm} needs a KL coefficient: use 0 for none, e.g. 0.04")
     if t.beta is not None and t.beta < 0:
         raise ConfigError("trainer.beta", t.beta, "must be >= 0")
+    if spec.has_kl:
+        tunix_kl_mode(t)  # trainer.kl_estimator names one Tunix has
     for other in algorithms().values():
         if other.node is None or other.node == spec.node:
             continue

@@ -6,7 +6,7 @@ cannot disagree. Pure Python: no JAX.
 
 from __future__ import annotations
 
-from rlexp.config.schema import SliceConfig
+from rlexp.config.schema import SliceConfig, TrainerConfig
 from rlexp.errors import ConfigError
 
 
@@ -29,3 +29,15 @@ def resolve_mesh(s: SliceConfig) -> tuple[int, int]:
             f"fsdp x tp must equal the {n} trainer devices of slice {s.name}; use -1 to derive it",
         )
     return fsdp, tp
+
+
+# trainer.kl_estimator -> Tunix's kl_loss_mode / PPO kl_method (tunix.rl.common.compute_kl_divergence)
+KL_ESTIMATORS = {"k3": "low_var_kl", "low_var_kl": "low_var_kl", "kl": "kl", "mse": "mse_kl"}
+
+
+def tunix_kl_mode(t: TrainerConfig) -> str:
+    """Tunix's name of the trainer's KL estimator; ConfigError naming the key for any other value."""
+    mode = KL_ESTIMATORS.get(t.kl_estimator)
+    if mode is None:
+        raise ConfigError("trainer.kl_estimator", t.kl_estimator, "use one of k3 (alias low_var_kl), kl, mse")
+    return mode

@@ -26,6 +26,7 @@ ALIASES = {
     "bs": "batch_size",
     "kl": "beta",
     "kl_coef": "beta",
+    "kl_method": "kl_estimator",  # trainer.ppo.kl_method became trainer.kl_estimator (one key for every algorithm)
 }
 
 # Keys that moved into an algorithm's node (rlexp.algorithms): the old key (or a node below it) -> the new one.

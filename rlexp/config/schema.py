@@ -231,7 +231,6 @@ class PpoConfig:
     gae_lambda: float = 0.95
     clip_range_value: float = 0.2  # the new value stays within this of the old one in the value loss
     entropy_coef: float = 0.0  # > 0 adds an entropy bonus to the policy loss
-    kl_method: str = "low_var_kl"  # kl | mse_kl | low_var_kl: the per-token KL penalty (beta > 0)
 
 
 @dataclass
@@ -268,6 +267,9 @@ class TrainerConfig:
     grad_clip: float = 1.0  # global-norm clipping; 0 disables
     # loss
     beta: float | None = 0.04  # KL coefficient; 0 skips the reference model; DAPO has none (null, refused if set)
+    # the per-token KL estimator of the loss (PPO: of the reward's KL penalty) and of the logged `kl`:
+    # k3 (alias low_var_kl) = r - 1 - log r with r = pi_ref / pi, >= 0 | kl = log pi - log pi_ref | mse = half its square
+    kl_estimator: str = "k3"
     epsilon: float = 0.2
     loss_agg_mode: str = "sequence-mean-token-mean"
     # each algorithm's own keys, in its node (rlexp.algorithms: its spec names the node); refused under another

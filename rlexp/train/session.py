@@ -86,9 +86,9 @@ class TrainingSession:
     def __init__(self, plan: RunPlan, conf: RlexpConfig, cfg: DictConfig, stop: GracefulStop) -> None:
         """`stop`: SIGTERM / Ctrl-C while training (its handlers are installed around `learner.train`)."""
         self.plan, self.conf, self.cfg, self.run_dir, self.stop = plan, conf, cfg, plan.run_dir, stop
-        self.start_step = plan.resume_step  # the restored checkpoint's step, once the cluster is built
+        self.start_step = plan.resume_step // conf.trainer.num_iterations  # the restored step, set again once built
         self.path = lambda name: storage.join(plan.run_dir, name)  # noqa: E731
-        self.collector = MetricsCollector()
+        self.collector = MetricsCollector(updates_per_step=conf.trainer.num_iterations)
         self.reward_error: RlexpError | None = None
         self.evals: dict[str, dict[str, float]] = {}
         self.scorer: Any = None  # the eval's scorer over the run's reward functions, built at the first eval
@@ -173,6 +173,7 @@ class TrainingSession:
             start_step=self.start_step,
             eval_every=self.conf.trainer.eval_every,
             max_steps=self.conf.trainer.max_steps,
+            updates_per_step=self.conf.trainer.num_iterations,
             collector=self.collector,
             clock=self.clock,
             stop=self.stop,
@@ -362,15 +363,22 @@ class TrainingSession:
             )
         learner = build_learner(self.conf, self.cluster, self.rewards.fns, [self.metric_fn], refill=self._refill())
         self.classes = tunix_seam.ran_classes(self.cluster, learner)  # summary.json: perf.classes
+        if t.num_iterations > 1:  # resume the data at the checkpoint's rollout (rlexp.tunix.learners)
+            from rlexp.tunix.learners import resume_data_per_rollout
+
+            resume_data_per_rollout(learner, t.num_iterations)
         if self.conf.agent.kind == "tools":  # rollouts become episodes of turns and tool calls
             from rlexp.train.episodes import EpisodeRunner, install
 
             self.episodes = EpisodeRunner(self.conf, tokenizer)
             install(learner, self.episodes)
-        self.start_step = start_step = self.cluster.actor_trainer.train_steps  # > 0 after a restore
+        # an rlexp step is one rollout: num_iterations optimizer updates, each a Tunix train step; checkpoints
+        # are numbered by updates, as Tunix restores them
+        n = t.num_iterations
+        self.start_step = start_step = self.cluster.actor_trainer.train_steps // n  # > 0 after a restore
         self.cluster.actor_trainer.with_training_hooks(StepHooks(self._step_context()))
-        self.clock.time_saves(self.cluster.actor_trainer.checkpoint_manager, t.checkpoint_every)
-        carry_rows(self.cluster, self.collector, self.clock, t.checkpoint_every)
+        self.clock.time_saves(self.cluster.actor_trainer.checkpoint_manager, t.checkpoint_every * n)
+        carry_rows(self.cluster, self.collector, self.clock, t.checkpoint_every, n)
         self.clock.time_close(self.cluster)
         self.profile = install_profiler(self.cluster.actor_trainer, self.conf, self.run_dir)  # profile.steps
         written: set[int] = set()  # the steps metrics.jsonl holds
@@ -387,7 +395,7 @@ class TrainingSession:
                 self.evals = storage.read_json(self.path("evals.json"))
             log.info("rlexp: resuming %s from step %d", self.run_dir, start_step)
             if self.primary and (
-                back := put_back_rows(self.cluster.actor_trainer, self.collector, written, self.evals)
+                back := put_back_rows(self.cluster.actor_trainer, self.collector, written, self.evals, n)
             ):
                 log.info("rlexp: rows of steps %s restored from checkpoint %d", ", ".join(map(str, back)), start_step)
         sink = rundir.JsonlSink if self.primary else rundir.NullSink
@@ -412,7 +420,7 @@ class TrainingSession:
                 status, stop_cause = ("failed" if stop.cause else "interrupted"), stop.cause
             finally:
                 stop_open_trace()  # profile.steps: a run that stopped inside the traced steps keeps its trace
-        steps = self.cluster.actor_trainer.train_steps
+        steps = self.cluster.actor_trainer.train_steps // n
         if status == "completed" and steps > self.start_step:
             self.collector.add(steps, self.clock.closing())
         if self._bar is not None:

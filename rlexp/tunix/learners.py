@@ -5,6 +5,7 @@
 - `hooked_learner_class(base)`: DAPO's overlong shaping (`Hooks.rewards`) and dynamic sampling
   (`Hooks.examples`), rlexp.algorithms.dapo;
 - `route_rollouts(learner, ...)`: agent=tools' episodes and their loss mask, rlexp.train.episodes;
+- `resume_data_per_rollout(learner, n)`: a resumed run's data fast-forward counted in rollouts (num_iterations);
 - `rewrite_examples(learner, rewrite)`: each rollout's TrainExample rewritten after Tunix built it (on-policy
   distillation's per-token advantages, rlexp.algorithms.opd).
 """
@@ -142,3 +143,9 @@ def rewrite_examples(learner: Any, rewrite: Callable[[Any, Step], Any]) -> None:
         return rewrite(own(training_input, mode), Step(learner, mode))
 
     learner._generate_and_compute_advantage = generate_and_advantage
+
+
+def resume_data_per_rollout(learner: Any, num_iterations: int) -> None:
+    """Tunix 0.1.7 fast-forwards a resumed run's data by the actor's update count, which counts each batch once per
+    iteration: with num_iterations > 1 it skipped batches never trained on. Counted in batches here."""
+    learner._last_iter_step //= num_iterations

@@ -95,6 +95,11 @@ PRIVATES: tuple[Private, ...] = (
             "sampler"),
     # DAPO's overrides (rlexp.tunix.learners, rlexp.algorithms.dapo), agent=tools' episodes (rlexp.train.episodes)
     # and on-policy distillation's advantages (rlexp.algorithms.opd)
+    # the data fast-forward of a resumed run, counted in rollouts when trainer.num_iterations > 1
+    Private(("_last_iter_step",), "tunix.rl.rl_learner:RLLearner", "__init__", "a1b9a65345a977b1", "learners",
+            lambda c: c.trainer.num_iterations > 1, "run trainer.num_iterations=1, or " + patching.REINSTALL),
+    Private(("_last_iter_step", "_iter_steps"), "tunix.rl.rl_learner:RLLearner", "_prepare_data", "0ad2bc95d080c2f0",
+            "learners", lambda c: c.trainer.num_iterations > 1, "run trainer.num_iterations=1, or " + patching.REINSTALL),
     Private(("_compute_rewards",), "tunix.rl.rl_learner:RLLearner", "_compute_rewards", "d7ed414ff1072cf1",
             "learners", _dapo, DAPO_OFF),
     Private(("_generate_and_compute_advantage",), GRPO, "_generate_and_compute_advantage", "755b193e95aeeedb",
