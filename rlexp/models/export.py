@@ -58,7 +58,9 @@ def recorded_config(run_dir: Path) -> Any:
 
 
 def _unusable(path: Path, err: BaseException) -> RunError:
-    return RunError(f"{path}: not the config of an rlexp run ({str(err).splitlines()[0][:200]}); restore it from a copy")
+    return RunError(
+        f"{path}: not the config of an rlexp run ({str(err).splitlines()[0][:200]}); restore it from a copy"
+    )
 
 
 def run_config(run_dir: Path) -> RlexpConfig:
