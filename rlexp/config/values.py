@@ -63,6 +63,18 @@ def _walk(node: Any, prefix: str) -> Any:
         yield prefix[:-1], node
 
 
+MODEL_SIZES = (
+    "num_layers",
+    "vocab_size",
+    "embed_dim",
+    "hidden_dim",
+    "num_heads",
+    "num_kv_heads",
+    "head_dim",
+    "max_context",
+)
+
+
 def check_finite(cfg: Any) -> None:
     """NaN or infinity in any number of the config (dict fields such as model.extra included)."""
     for key, value in _walk(cfg, ""):
@@ -158,6 +170,10 @@ def check_values(cfg: RlexpConfig) -> None:
     for key, seed in (("seed", cfg.seed), ("dataset.seed", d.seed)):
         if not 0 <= seed < 2**32:  # numpy's and JAX's seeds: a traceback deep inside either
             raise ConfigError(key, seed, "use an integer in [0, 4294967295]")
+    for name in MODEL_SIZES:  # a zero context or layer count would surface as another key's error (or a traceback)
+        _at_least(
+            f"model.{name}", getattr(cfg.model, name), 1, "use an integer >= 1: the checkpoint's config.json value"
+        )
     _between("trainer.final_lr_ratio", t.final_lr_ratio, 0, 1)  # above 1 the cosine decay would rise
     _between("trainer.adam_b1", t.adam_b1, 0, 1, hi_open=True)
     _between("trainer.adam_b2", t.adam_b2, 0, 1, hi_open=True)

@@ -25,7 +25,7 @@ from rlexp.checks import check_rules
 from rlexp.config.load import compose, to_config
 from rlexp.config.schema import GROUP_SCHEMAS, RlexpConfig
 from rlexp.config.values import eval_ks
-from rlexp.errors import ConfigError, RlexpError
+from rlexp.errors import ConfigError, RlexpError, RunError
 
 log = logging.getLogger(__name__)
 _ROOT_KEYS = {f.name for f in fields(RlexpConfig)} - set(GROUP_SCHEMAS)  # seed, run_name, ...
@@ -69,8 +69,9 @@ def eval_config(run_dir: Path | None, hf_dir: Path | None, overrides: list[str])
     if run_dir is None:
         cfg: DictConfig = compose([*groups, *keys, f"model.path={hf_dir}"])
     else:
-        cfg = OmegaConf.load(run_dir / ".hydra" / "config.yaml")  # type: ignore[assignment]
-        cfg.pop("hydra", None)
+        from rlexp.models.export import recorded_config
+
+        cfg = recorded_config(run_dir)  # a damaged .hydra/config.yaml: one line naming it
         fresh = compose(groups) if groups else None
         for g in groups:
             name = g.partition("=")[0]
@@ -124,8 +125,26 @@ def load_policy(conf: RlexpConfig, root: Path | None, step: int | None) -> Any:
         from rlexp.models.lora import apply_lora
 
         model = apply_lora(model, lora, None, seed=conf.seed)
-    restore_actor(model, root, step or 0, lora_only=lora.rank > 0)
+    restore_actor(model, root, step or 0, lora_only=lora.rank > 0, other_step=_other_step(root))
     return model
+
+
+def _other_step(root: Path) -> str:
+    """The fix when a step cannot be restored: evaluate another one (`{steps}`: the steps saved besides it)."""
+    return f"evaluate another step: rlexp eval {root.parent.parent} <step> (saved: {{steps}})"
+
+
+def check_restorable(root: Path, step: int) -> None:
+    """A checkpoint step that lost a file or holds a cut one, named before any weights load (orbax's own error,
+    later, would say less); the fix names the other saved steps."""
+    from rlexp.models.export import saved_steps
+    from rlexp.train.checkpoints import damage
+
+    why = damage(root / str(step))
+    if why is not None:
+        others = ", ".join(str(s) for s in saved_steps(root) if s != step)
+        fix = _other_step(root).format(steps=others) if others else "retrain, or restore the checkpoint from a copy"
+        raise RunError(f"checkpoint={root / str(step)}: cannot be restored ({why}); {fix}")
 
 
 def output_path(out: str | None, run_dir: Path | None, hf_dir: Path | None, name: str) -> str:
@@ -146,6 +165,8 @@ def run_offline_eval(
     from rlexp.tunix.sampler import eval_rollout_engine, rollout_classes
 
     run_dir, root, step, hf_dir = find_target(target, step)
+    if root is not None:
+        check_restorable(root, step or 0)
     conf = eval_config(run_dir, hf_dir, overrides)
     name = name or f"{conf.dataset.name}-" + (f"step{step}" if hf_dir is None else hf_dir.name)
     path = output_path(out, run_dir, hf_dir, name)
