@@ -356,9 +356,12 @@ def sweep_args(target: Path) -> list[str]:
 
 
 def sweep_state(sweep_dir: Path) -> dict[str, Any]:
-    """Each job's run_state, and sweep.json's jobs (number, overrides, state, objective)."""
+    """Each job's run_state, and sweep.json's jobs (number, overrides, state, objective; `sweep.resume=true`, which
+    the resumed invocation adds to its jobs' overrides, left out)."""
     manifest = json.loads((sweep_dir / "sweep.json").read_text())
-    jobs = [{k: j.get(k) for k in ("num", "overrides", "state", "objective")} for j in manifest["jobs"]]
+    jobs = [{k: j.get(k) for k in ("num", "state", "objective")} for j in manifest["jobs"]]
+    for job, record in zip(jobs, manifest["jobs"], strict=True):  # the resume's own flag aside
+        job["overrides"] = [o for o in record.get("overrides", []) if not o.startswith("sweep.resume=")]
     out: dict[str, Any] = {"sweep_state": manifest.get("state"), "jobs": _clean(jobs)}
     for job in sorted(p for p in sweep_dir.iterdir() if p.name.isdigit()):
         out.update({f"{job.name}/{k}": v for k, v in run_state(job).items()})
