@@ -1,6 +1,6 @@
 """The package's layers: every import (lazy ones inside functions included) points down, never up or sideways.
 
-Bottom to top (ARCHITECTURE.md): redact, children -> log_setup -> errors -> compat -> fixes -> perf -> config -> storage
+Bottom to top (ARCHITECTURE.md): redact, children, discover -> log_setup -> errors -> compat -> fixes -> perf -> config -> storage
 -> tunix -> data, rewards, models -> families -> algorithms -> estimates -> tools -> checks ->
 tracking -> train -> sweep -> report -> launch -> the launcher plugin -> entry points. A room may import
 its own modules and any room below it. Peers on one level (data, rewards, models) do not import each other.
@@ -15,7 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS: list[set[str]] = [
-    {"redact", "children"},  # the one redaction pass, the one rule that children die with their parent
+    {"redact", "children", "discover"},  # the one redaction pass, children die with their parent, spec modules found
     {"log_setup"},  # the status lines' logging set-up, which errors' ArgumentParser applies
     {"errors"},
     {"compat"},

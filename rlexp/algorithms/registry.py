@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import pkgutil
 from collections.abc import Iterator
 from typing import Any
 
 from rlexp.algorithms.spec import AlgorithmSpec, LearnerInputs
 from rlexp.config.derived import tunix_kl_mode
 from rlexp.config.schema import RlexpConfig, TrainerConfig
+from rlexp.discover import spec_modules
 from rlexp.errors import ConfigError
 
 __all__ = [
@@ -32,7 +32,6 @@ __all__ = [
 ]
 
 _ALGORITHMS: dict[str, AlgorithmSpec] = {}
-_NOT_ALGORITHMS = {"registry", "spec"}
 # the builtin modules in the order `trainer.algorithm`'s error lists them
 _FIRST = ("grpo", "dapo", "drgrpo", "gspo", "ppo")
 
@@ -51,21 +50,10 @@ def unregister(name: str) -> None:
     _ALGORITHMS.pop(name, None)
 
 
-def _builtin_modules() -> list[str]:
-    names = [m.name for m in pkgutil.iter_modules(_package_path())]
-    names = [n for n in names if n not in _NOT_ALGORITHMS and not n.startswith("_")]
-    return sorted(names, key=lambda n: (_FIRST.index(n) if n in _FIRST else len(_FIRST), n))
-
-
-def _package_path() -> list[str]:
-    import rlexp.algorithms as package
-
-    return list(package.__path__)
-
-
 def algorithms() -> dict[str, AlgorithmSpec]:
-    """Every registered algorithm by name, the builtin ones first."""
-    builtin = _builtin_modules()
+    """Every registered algorithm by name, the builtin ones first (the package's modules that declare a SPEC,
+    rlexp.discover)."""
+    builtin = [m.rpartition(".")[2] for m in spec_modules("rlexp.algorithms", _FIRST)]
     for name in builtin:
         importlib.import_module(f"rlexp.algorithms.{name}")
     order = {n: i for i, n in enumerate(builtin)}

@@ -1,7 +1,7 @@
 """Registry of model families, keyed by `model.family`: one `register(FamilySpec(...))` per family module.
 
-Modules that declare the builtin families are listed in `_BUILTIN_MODULES` and imported on first use, as the
-reward registry does; a family registered from anywhere else (a test, a user's package) is asked the same
+The package's modules that declare a `SPEC = register(...)` are the builtin families, found and imported on first
+use (rlexp.discover): a new family is one module and its YAML; a family registered from anywhere else (a test, a user's package) is asked the same
 questions. Pure Python: a spec imports its model code only when it builds a model.
 """
 
@@ -10,18 +10,14 @@ from __future__ import annotations
 import importlib
 
 from rlexp.config.schema import ModelConfig
+from rlexp.discover import spec_modules
 from rlexp.errors import ConfigError, RlexpError
 from rlexp.families.spec import FamilySpec
 
 __all__ = ["FamilySpec", "family_of", "family_of_model_type", "families", "register", "unregister"]
 
 _FAMILIES: dict[str, FamilySpec] = {}
-_BUILTIN_MODULES = (
-    "rlexp.families.qwen3",
-    "rlexp.families.llama3",
-    "rlexp.families.gemma4",
-    "rlexp.families.gpt_oss",
-)
+_FIRST = ("qwen3", "llama3", "gemma4", "gpt_oss")  # the builtin families in this order; any other module after
 
 
 def register(spec: FamilySpec) -> FamilySpec:
@@ -43,7 +39,7 @@ def unregister(name: str) -> None:
 
 
 def _load_builtins() -> None:
-    for module in _BUILTIN_MODULES:
+    for module in spec_modules("rlexp.families", _FIRST):  # the package's modules that declare a SPEC
         importlib.import_module(module)
 
 
