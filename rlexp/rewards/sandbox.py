@@ -99,6 +99,8 @@ def hidden_paths(extra: list[str] | None = None) -> list[str]:
     out = []
     for p in paths:
         real = os.path.realpath(p)
+        if real.startswith("/tmp/"):
+            continue  # the sandbox's own empty /tmp hides it already (and a mount point there would stay)
         if os.path.isdir(real) and real not in ("/", "/tmp", "/usr", "/proc", "/dev") and real not in out:
             out.append(real)
     return sorted(out)

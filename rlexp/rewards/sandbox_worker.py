@@ -141,7 +141,7 @@ def _kill(pid):
 def _forked(kind, target, items, lim):
     values, errors = [None] * len(items), [None] * len(items)
     pending = list(range(len(items)))
-    children = {}  # read fd -> {"pid", "cmd", "queue" (indices sent, head running), "deadline", "buf", "lines"}
+    children = {}  # read fd -> {"pid", "cmd", "pidfd", "queue" (indices sent, head running), "deadline", ...}
     parallel = max(1, int(lim.get("parallel") or 1))
     item_timeout = float(lim.get("item_timeout_s") or 10.0)
     reuse = kind == "evaluate"  # the user's grader keeps its child; a completion's code gets a fresh one
@@ -161,6 +161,33 @@ def _forked(kind, target, items, lim):
         if c["cmd"] is not None and (not reuse or not pending):
             os.close(c["cmd"])  # no more items for it: it exits after its queue
             c["cmd"] = None
+
+    def drain(fd, c, now):
+        """Read what the child wrote (its lines finish items); True at end of file."""
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                return False
+            if not chunk:
+                return True
+            c["buf"] += chunk
+            *whole, c["buf"] = c["buf"].split(b"\n")
+            for line in whole:
+                c["size"] += len(line)
+                if not c["queue"] or c["size"] > _ITEM_BYTES or not line.strip().startswith(b"{"):
+                    continue
+                try:
+                    obj = json.loads(line)
+                except ValueError:
+                    continue
+                c["lines"].append(obj)
+                if isinstance(obj, dict) and _done(kind, obj):
+                    i = c["queue"].pop(0)
+                    values[i], errors[i] = _finish(kind, items[i], c["lines"], None)
+                    c["lines"], c["size"] = [], 0
+                    c["deadline"] = now + item_timeout  # the next item's, or the time it has to exit
+                    feed(c)
 
     while pending or children:
         while pending and len(children) < parallel:
@@ -185,42 +212,34 @@ def _forked(kind, target, items, lim):
                 _item_child(kind, target, items, cr, w)
             os.close(w)
             os.close(cr)
-            c = {"pid": pid, "cmd": cw, "queue": [], "deadline": 0.0, "buf": b"", "lines": [], "size": 0}
+            os.set_blocking(r, False)
+            try:
+                pidfd = os.pidfd_open(pid)  # readable when it exits, even if what it started holds its pipe
+            except (AttributeError, OSError):
+                pidfd = None
+            c = {"pid": pid, "cmd": cw, "pidfd": pidfd, "queue": [], "deadline": 0.0, "buf": b"", "lines": []}
+            c["size"] = 0
             children[r] = c
             feed(c)
         if not children:
             continue
+        pidfds = [c["pidfd"] for c in children.values() if c["pidfd"] is not None]
         wait = max(0.0, min(c["deadline"] for c in children.values()) - time.monotonic())
-        ready, _, _ = select.select(list(children), [], [], wait)
+        if len(pidfds) < len(children):
+            wait = min(wait, 0.05)  # no pidfd (an old kernel): look for ended children this often
+        ready, _, _ = select.select(list(children) + pidfds, [], [], wait)
         now = time.monotonic()
         for fd in list(children):
             c = children[fd]
-            chunk = os.read(fd, 65536) if fd in ready else b""
-            if chunk:
-                c["buf"] += chunk
-                *whole, c["buf"] = c["buf"].split(b"\n")
-                for line in whole:
-                    c["size"] += len(line)
-                    if not c["queue"] or c["size"] > _ITEM_BYTES or not line.strip().startswith(b"{"):
-                        continue
-                    try:
-                        obj = json.loads(line)
-                    except ValueError:
-                        continue
-                    c["lines"].append(obj)
-                    if isinstance(obj, dict) and _done(kind, obj):
-                        i = c["queue"].pop(0)
-                        values[i], errors[i] = _finish(kind, items[i], c["lines"], None)
-                        c["lines"], c["size"] = [], 0
-                        c["deadline"] = now + item_timeout
-                        feed(c)
+            exited = c["pidfd"] in ready if c["pidfd"] is not None else False
+            eof = (fd in ready or exited) and drain(fd, c, now)
+            if not (eof or exited) and now < c["deadline"]:
                 continue
-            if fd not in ready and now < c["deadline"]:
-                continue
-            # the child ended (EOF), or its head item ran past its deadline (or, its items done, it did not exit)
-            reason, killed = (None, False) if fd in ready else (f"timed out after {item_timeout:g}s", True)
+            # it ended (EOF, or it exited while something it started holds its pipe), or its head item ran past
+            # its deadline (or, its items done, it did not exit)
+            reason, killed = (None, False) if eof or exited else (f"timed out after {item_timeout:g}s", True)
             pid, status = 0, 0
-            for _ in range(0 if killed else 100):  # EOF: it is ending (a crash's signal is its error)
+            for _ in range(0 if killed else 100):  # ending: a crash's signal is its error
                 pid, status = os.waitpid(c["pid"], os.WNOHANG)
                 if pid:
                     break
@@ -233,9 +252,9 @@ def _forked(kind, target, items, lim):
             if reason is None and not killed and os.WIFSIGNALED(status):
                 sig = os.WTERMSIG(status)
                 reason = f"killed by signal {sig}{' (CPU limit)' if sig == signal.SIGXCPU else ''}"
-            os.close(fd)
-            if c["cmd"] is not None:
-                os.close(c["cmd"])
+            for own in (fd, c["cmd"], c["pidfd"]):
+                if own is not None:
+                    os.close(own)
             del children[fd]
             if c["queue"]:  # its head item failed; the ones sent after it go to a fresh child
                 i = c["queue"].pop(0)
