@@ -32,6 +32,7 @@ if "run" not in globals():  # imported as a module (tests), not run after sandbo
 
 _HEAD = struct.Struct(">Q")
 _MAX_ANSWER = 16 << 20  # bytes of a call's answer; beyond, it is unreadable
+_LIBC = None
 
 
 def _drop_root():
@@ -91,7 +92,7 @@ def _collect(fd, pid):
         pidfd = os.pidfd_open(pid)
     except (AttributeError, OSError):
         pidfd = None
-    exited = False
+    exited, status = False, None
     while True:
         watch = [fd] if pidfd is None or exited else [fd, pidfd]
         ready, _, _ = select.select(watch, [], [], None if pidfd is not None and not exited else 0.05)
@@ -107,16 +108,17 @@ def _collect(fd, pid):
             continue
         if exited:
             break  # exited, pipe drained (something it left holds the pipe open)
-        if (pidfd is not None and pidfd in ready) or (pidfd is None and os.waitpid(pid, os.WNOHANG)[0]):
+        if pidfd is None:
+            done, code = os.waitpid(pid, os.WNOHANG)
+            status = code if done else None
+        if (pidfd is not None and pidfd in ready) or status is not None:
             exited = True
             os.set_blocking(fd, False)
     if pidfd is not None:
         os.close(pidfd)
     os.close(fd)
-    try:
+    if status is None:
         _, status = os.waitpid(pid, 0)
-    except ChildProcessError:
-        status = 0  # reaped above (no pidfd)
     return bytes(out), status
 
 
@@ -189,10 +191,12 @@ def _wipe(top):
 
 def _ipc_clean():
     """Remove the System V IPC objects a call made: bubblewrap's ipc namespace lives as long as the worker."""
-    import ctypes
+    global _LIBC
+    if _LIBC is None:
+        import ctypes
 
-    libc = ctypes.CDLL(None, use_errno=True)
-    ok = True
+        _LIBC = ctypes.CDLL(None, use_errno=True)
+    libc, ok = _LIBC, True
     for kind, rm in (("shm", libc.shmctl), ("msg", libc.msgctl), ("sem", libc.semctl)):
         try:
             with open(f"/proc/sysvipc/{kind}") as f:

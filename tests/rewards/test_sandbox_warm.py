@@ -27,7 +27,7 @@ def bubblewrap() -> None:
 
 
 # "leave" plants state of every kind; "look" returns one bit per kind it still finds (0.0: none)
-STATE = r'''
+STATE = r"""
 import builtins, ctypes, os, sys, threading, time
 LOOKS = 0
 def _named_children(name):
@@ -67,7 +67,7 @@ def evaluate(example, response):
         libc.shmget(4242, 0, 0) >= 0,
     ]
     return float(sum(bit << i for i, bit in enumerate(seen)))
-'''
+"""
 
 
 def test_a_call_sees_nothing_of_an_earlier_one_on_the_same_warm_worker() -> None:
@@ -108,7 +108,9 @@ def test_a_call_past_its_timeout_costs_its_worker_and_the_next_call_gets_a_fresh
 
 
 def test_concurrent_calls_keep_their_results_and_order_on_a_pool_of_workers() -> None:
-    snippet = "import time\ndef evaluate(example, response):\n    time.sleep(0.05)\n    return float(response['text'])\n"
+    snippet = (
+        "import time\ndef evaluate(example, response):\n    time.sleep(0.05)\n    return float(response['text'])\n"
+    )
     fn = make_reward_fn("code", {"snippet": snippet})
     fn.sandbox.limits.workers = 3
     batches = [[str(10 * b + i) for i in range(6)] for b in range(6)]
