@@ -5,8 +5,10 @@ against the default run with the in-process reward (`reward=arith`), alternated 
 
 Each run is `python -m rlexp` as the user types it (one warm JAX compile cache shared by both sides, after one
 untimed warm-up run per side). Printed: the CPU model and flags, per run the process wall and the median steady
-step (`perf/step_time_sec` from metrics.jsonl after step 5), and the medians' differences: the sandbox's cost
-per step and per run. `--dry` prints the two commands and exits.
+step (`perf/step_time_sec` from metrics.jsonl after step 5), the medians' differences (the sandbox's cost per
+step and per run) and their ratios, the step's against the goal of 1.5x. The sandbox keeps a warm worker for the
+run (rlexp.rewards.sandbox), so what remains per step is one fork per call and a few per batch, plus the JSON
+both ways. `--dry` prints the two commands and exits.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ SNIPPET = (
     'def evaluate(example, response): import re; m = re.match(r"\\s*(-?\\d+)", response["text"]); '
     'return float(bool(m) and int(m.group(1)) == int(example["answer"]))'
 )
+GOAL = 1.5  # issue 44: the sandbox's step within 1.5x of the in-process reward's
 SIDES = {
     "in_process": ["reward=arith", "logger=none"],
     "sandbox": ["reward=code", f"reward.functions.0.kwargs.snippet='{SNIPPET}'", "logger=none"],
@@ -76,7 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     wall = med["sandbox"]["wall_s"] - med["in_process"]["wall_s"]
     print(f"median step: in-process {med['in_process']['step_ms']:.1f} ms, sandbox {med['sandbox']['step_ms']:.1f} ms")
     print(f"sandbox cost: {step:+.1f} ms per step, {wall:+.2f} s per run (process wall)")
-    print(f"ratio sandbox/in-process step: {med['sandbox']['step_ms'] / med['in_process']['step_ms']:.2f}")
+    ratio = med["sandbox"]["step_ms"] / med["in_process"]["step_ms"]
+    print(f"ratio sandbox/in-process step: {ratio:.2f} (goal <= {GOAL}: {'met' if ratio <= GOAL else 'NOT met'})")
+    print(f"ratio sandbox/in-process process wall: {med['sandbox']['wall_s'] / med['in_process']['wall_s']:.2f}")
     print(watch.report())
     return 0
 

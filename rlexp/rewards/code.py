@@ -11,11 +11,14 @@ the row; the reward is the share of tests passed. The tests come from the batch 
 data provides it, else from `answer` (with `dataset=jsonl dataset.answer_field=tests` the row's list arrives
 as its text): a JSON or Python list of strings, or one test per line.
 
-Both send the whole batch to ONE sandbox process per call. Each completion runs in its own forked child with
-`item_timeout_s`: code that loops, crashes or hits a limit costs only its item (for `code_tests` the tests it
-did not pass count as failed; for `code` the item is NaN, an errored value). A call that fails as a whole
-(the snippet's module code hangs past `timeout_s`, the sandbox dies) is retried once, then scores NaN for
-all its items. `sandbox: none` (the explicit opt-out where bubblewrap is missing) runs the same job in a
+Both send the whole batch as ONE job to a warm sandbox worker kept for the run (started when the reward is
+built, so bubblewrap and its interpreter start while the model loads); each call runs in a fresh forked child
+of it, so nothing of one call reaches the next. Each item gets `item_timeout_s`: code that loops, crashes or
+hits a limit costs only its item (for `code_tests` the tests it did not pass count as failed; for `code` the
+item is NaN, an errored value). `code_tests` runs each completion in a child of its own; `code` scores a call's
+items in a few children of the call (the snippet's module code runs once per call), a fresh one taking over
+after an item that failed. A call that fails as a whole (the snippet's module code hangs past `timeout_s`,
+the sandbox dies) is retried once, then scores NaN for all its items. `sandbox: none` (the explicit opt-out where bubblewrap is missing) runs the same job in a
 plain child process: limits, timeout and clean environment, but no file or network isolation.
 """
 
@@ -75,6 +78,16 @@ def _sandbox(mode: str, key: str, **limits: Any) -> Sandbox:
     if mode == "bwrap":
         require_bwrap(f"{key}.sandbox", mode, f"{key}.sandbox=none")
     return Sandbox("bwrap" if mode == "bwrap" else "process", lim)
+
+
+def _attach(fn: Any, box: Sandbox) -> RewardFn:
+    """The reward's counters, its `close` (RewardSet.close stops the warm workers) and its sandbox; warms one."""
+    fn.last_error = None
+    fn.counters = box.calls
+    fn.close = box.close
+    fn.sandbox = box
+    box.warm()
+    return fn
 
 
 def _snippet_source(snippet: str | None, file: str | None) -> tuple[str, str]:
@@ -167,7 +180,7 @@ def code_reward(
     nproc: int | None = 64,
     clip: list[float] | None = None,
 ) -> RewardFn:
-    """evaluate(example, response) of the user's snippet, one sandbox process per batch."""
+    """evaluate(example, response) of the user's snippet, one sandbox call per batch."""
     source, where = _snippet_source(snippet, file)
     check_snippet(source, where, f"{_K}.{'file' if file else 'snippet'}")
     if clip is not None and (len(clip) != 2 or clip[0] > clip[1]):
@@ -183,10 +196,7 @@ def code_reward(
         job = {"kind": "evaluate", "source": source, "filename": where, "items": items}
         return _values(code, box, job, len(texts), list(clip) if clip else None)
 
-    code.last_error = None  # type: ignore[attr-defined]
-    code.counters = box.calls  # type: ignore[attr-defined]
-    code.close = box.close  # type: ignore[attr-defined]
-    return code
+    return _attach(code, box)
 
 
 @register("code_tests", check=lambda key, kwargs: _check_limits(kwargs))
@@ -199,7 +209,7 @@ def code_tests_reward(
     memory_mb: int | None = 1024,
     nproc: int | None = 64,
 ) -> RewardFn:
-    """Share of the row's tests that the completion's code passes, one sandbox process per batch."""
+    """Share of the row's tests that the completion's code passes, one sandbox call per batch."""
     box = _sandbox(
         sandbox, _K, timeout_s=timeout_s, item_timeout_s=item_timeout_s, cpu_s=cpu_s, memory_mb=memory_mb, nproc=nproc
     )
@@ -220,7 +230,4 @@ def code_tests_reward(
                 values[i] = v
         return values
 
-    code_tests.last_error = None  # type: ignore[attr-defined]
-    code_tests.counters = box.calls  # type: ignore[attr-defined]
-    code_tests.close = box.close  # type: ignore[attr-defined]
-    return code_tests
+    return _attach(code_tests, box)

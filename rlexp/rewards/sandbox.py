@@ -1,25 +1,34 @@
 """Run user code outside the training process: under bubblewrap, with resource limits and a wall timeout.
 
-One reward call (a batch of completions) is one sandbox process: the job goes in as JSON on stdin, the
-values come back as JSON on stdout (`rlexp.rewards.sandbox_worker` is the program inside). Isolation:
+A sandbox keeps WARM WORKERS for the run (`rlexp.rewards.sandbox_serve` after `sandbox_worker`): a reward call
+(a batch of completions) goes in as a JSON frame, its values come back as one, and the worker runs it in a
+fresh forked child of its own, so bubblewrap and an interpreter start once, not per call, while nothing of one
+call (module state, globals, patched builtins, environment, files in /tmp, threads, processes, IPC objects)
+reaches the next. Up to `Limits.workers` workers run, started when calls overlap (each call has one to itself),
+so concurrent calls (a reward on several threads, the python tool of several rollouts) run side by side; a call's
+items already run `parallel` at a time. Isolation:
 
-  bwrap    read-only root, a private tmpfs /tmp (the only writable place, `tmp_mb` big), new network,
-           pid, ipc and uts namespaces (no network at all), a clean environment (no HF_TOKEN, *_KEY,
-           *_TOKEN, ...), $HOME, the working directory and the run dir hidden under empty tmpfs; inside,
-           root becomes nobody and RLIMIT_AS (`memory_mb`), RLIMIT_CPU (`cpu_s`), RLIMIT_NPROC (`nproc`,
-           against fork bombs) and RLIMIT_FSIZE (`fsize_mb`) are set before user code runs
+  bwrap    read-only root, a private tmpfs /tmp (the only writable place, `tmp_mb` big, emptied after each
+           call), new network, pid, ipc and uts namespaces (no network at all), a clean environment (no
+           HF_TOKEN, *_KEY, *_TOKEN, ...), $HOME, the working directory and the run dir hidden under empty
+           read-only tmpfs; inside, root becomes nobody and, per call, RLIMIT_AS (`memory_mb`), RLIMIT_CPU
+           (`cpu_s`), RLIMIT_NPROC (`nproc`, against fork bombs) and RLIMIT_FSIZE (`fsize_mb`) are set before
+           user code runs
   process  a plain child process with the same limits, clean environment and a fresh temporary working
-           directory, but the files and the network of the host: the opt-out (`sandbox: none`) where
+           directory per call, but the files and the network of the host: the opt-out (`sandbox: none`) where
            bubblewrap is missing
   user     a child process with the user's environment and working directory (reward=python's default,
            whose functions import the user's modules)
 
-The wall timeout (`timeout_s`) is enforced from outside: the process group is killed. Every sandbox process
-dies with its parent (rlexp.children: the worker and the items it forks; bubblewrap's `--die-with-parent`), so
-Ctrl-C, SIGTERM or SIGKILL of rlexp leaves none running. A failed call (crash,
-timeout, limit, unreadable answer) is retried once; then `SandboxError` is raised and the reward scores
-the call's items NaN, which `rlexp.rewards.compose` counts as errored values (`non_finite`, against
-`reward.max_error_ratio`): each such sample leaves its group (`rlexp.rewards.compose.leave_group`).
+The wall timeout (`timeout_s`) is enforced from outside, per call: the worker's process group is killed and the
+next call gets a fresh worker (as does the call after one whose leftovers the worker could not clear). Every
+sandbox process dies with its parent (rlexp.children: the worker, its calls and the items they fork;
+bubblewrap's `--die-with-parent`; the workers are started from one long-lived thread, since the parent-death
+signal follows the starting thread), so Ctrl-C, SIGTERM or SIGKILL of rlexp leaves none running; `close()`
+stops them at the end of a run. A failed call (crash, timeout, limit, unreadable answer) is retried once; then
+`SandboxError` is raised and the reward scores the call's items NaN, which `rlexp.rewards.compose` counts as
+errored values (`non_finite`, against `reward.max_error_ratio`): each such sample leaves its group
+(`rlexp.rewards.compose.leave_group`).
 """
 
 from __future__ import annotations
@@ -27,24 +36,23 @@ from __future__ import annotations
 import functools
 import json
 import os
-import selectors
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import threading
-import time
+import weakref
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rlexp.children import prelude
 from rlexp.errors import ConfigError, RlexpError
+from rlexp.rewards.sandbox_pool import Worker, stop_all
 
-WORKER_SOURCE = (Path(__file__).parent / "sandbox_worker.py").read_text()
+# the jobs, then the warm worker's loop: one `python -I -c` text (the sandbox hides the working tree)
+WORKER_SOURCE = "\n\n".join((Path(__file__).parent / f).read_text() for f in ("sandbox_worker.py", "sandbox_serve.py"))
 MODES = ("bwrap", "process", "user")
-_MAX_ANSWER = 16 << 20  # bytes of stdout kept; a flood beyond is an unreadable answer
 _NOBODY = 65534
 
 
@@ -66,6 +74,7 @@ class Limits:
     tmp_mb: int = 256
     item_timeout_s: float = 10.0  # each item's forked child (reward=code, code_tests)
     parallel: int = field(default_factory=lambda: max(1, min(4, os.cpu_count() or 1)))
+    workers: int = field(default_factory=lambda: max(1, min(4, os.cpu_count() or 1)))  # warm ones, at most
 
     def check(self, key: str) -> None:
         for name, value in asdict(self).items():
@@ -90,6 +99,8 @@ def hidden_paths(extra: list[str] | None = None) -> list[str]:
     out = []
     for p in paths:
         real = os.path.realpath(p)
+        if real.startswith("/tmp/"):
+            continue  # the sandbox's own empty /tmp hides it already (and a mount point there would stay)
         if os.path.isdir(real) and real not in ("/", "/tmp", "/usr", "/proc", "/dev") and real not in out:
             out.append(real)
     return sorted(out)
@@ -109,6 +120,8 @@ def bwrap_argv(bwrap: str, limits: Limits, hide: list[str]) -> list[str]:
         for i in range(1, len(parts)):
             argv += ["--perms", "0755", "--dir", str(Path(top[0], *parts[:i]))]
         argv += ["--ro-bind", prefix, prefix]
+    for h in hide:  # empty and read-only: the warm worker's /tmp stays the one place a call can write
+        argv += ["--remount-ro", h]
     # no user namespace when root: nobody's RLIMIT_NPROC then binds (a namespace's root cannot become nobody)
     user = [] if os.geteuid() == 0 else ["--unshare-user"]
     argv += [*user, "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
@@ -167,7 +180,10 @@ def _user_nproc(limit: int) -> int:
 
 
 class Sandbox:
-    """Runs jobs of `rlexp.rewards.sandbox_worker` in `mode` (bwrap, process or user) under `limits`."""
+    """Runs jobs of `rlexp.rewards.sandbox_worker` in `mode` (bwrap, process or user) under `limits`, on warm
+    workers kept for the run: up to `limits.workers` of them, started when calls overlap (each call has one to
+    itself), each call in a fresh forked child of its worker. `close()` (also at exit, and when the sandbox is
+    garbage-collected) stops them; each dies with rlexp anyway (rlexp.children)."""
 
     def __init__(self, mode: str, limits: Limits, hide: list[str] | None = None) -> None:
         if mode not in MODES:
@@ -175,14 +191,62 @@ class Sandbox:
         self.mode, self.limits = mode, limits
         self.hide = hidden_paths(hide) if mode == "bwrap" else []
         self.calls = {"calls": 0, "retries": 0, "failed_calls": 0}
+        self._idle: list[Worker] = []
+        self._live: set[Worker] = set()
+        self._starting = 0
+        self._cond = threading.Condition()
+        self._finalizer = weakref.finalize(self, stop_all, self._live)
 
     def _argv_env(self) -> tuple[list[str], dict[str, str] | None, str | None]:
+        settings = json.dumps({"mode": self.mode, "drop_root": self.mode == "bwrap"})
         if self.mode == "bwrap":
-            return bwrap_argv(shutil.which("bwrap") or "bwrap", self.limits, self.hide), {}, None
+            return [*bwrap_argv(shutil.which("bwrap") or "bwrap", self.limits, self.hide), settings], {}, None
         if self.mode == "process":
             env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": tempfile.gettempdir(), "LANG": "C.UTF-8"}
-            return [interpreter(), "-I", "-c", prelude(os.getpid()) + WORKER_SOURCE], env, None
-        return [sys.executable, "-c", prelude(os.getpid()) + WORKER_SOURCE], None, os.getcwd()
+            return [interpreter(), "-I", "-c", prelude(os.getpid()) + WORKER_SOURCE, settings], env, None
+        return [sys.executable, "-c", prelude(os.getpid()) + WORKER_SOURCE, settings], None, os.getcwd()
+
+    def warm(self) -> None:
+        """Start one worker now, so that its start overlaps what comes before the first call."""
+        with self._cond:
+            if self._live or self._starting:
+                return
+            self._starting += 1
+        self._release(self._start())
+
+    def workers(self) -> list[int]:
+        """The pids of the running workers (bubblewrap's, under bwrap)."""
+        return [w.proc.pid for w in list(self._live) if w.alive]
+
+    def _start(self) -> Worker | None:
+        try:
+            w = Worker(*self._argv_env())
+        except OSError:
+            w = None
+        with self._cond:
+            self._starting -= 1
+            if w is not None:
+                self._live.add(w)
+            self._cond.notify_all()
+        return w
+
+    def _acquire(self) -> Worker | None:
+        """An idle worker, or a new one while fewer than `limits.workers` run; None when one cannot start."""
+        with self._cond:
+            while not self._idle and len(self._live) + self._starting >= max(1, int(self.limits.workers)):
+                self._cond.wait()
+            if self._idle:
+                return self._idle.pop()
+            self._starting += 1
+        return self._start()
+
+    def _release(self, w: Worker | None) -> None:
+        with self._cond:
+            if w is not None and w.alive and w in self._live:
+                self._idle.append(w)
+            elif w is not None:
+                self._live.discard(w)
+            self._cond.notify_all()
 
     def run(self, job: dict[str, Any]) -> dict[str, Any]:
         """The worker's answer {"values", "errors"}; SandboxError after a failed call and its retry."""
@@ -194,7 +258,6 @@ class Sandbox:
             "fsize_mb": lim.fsize_mb,
             "item_timeout_s": lim.item_timeout_s,
             "parallel": lim.parallel,
-            "drop_root": self.mode == "bwrap",
         }
         payload = json.dumps({**job, "limits": limits}).encode()
         why = "no attempt"
@@ -213,72 +276,25 @@ class Sandbox:
         raise SandboxError(f"sandboxed reward call failed after {attempt + 1} attempt(s): {why}")
 
     def _once(self, payload: bytes) -> tuple[dict[str, Any] | None, str]:
-        argv, env, cwd = self._argv_env()
-        tmp = None
-        if self.mode == "process":
-            tmp = tempfile.TemporaryDirectory(prefix="rlexp-reward-")
-            cwd = tmp.name
+        w = self._acquire()
+        if w is None:
+            return None, f"cannot start the sandbox ({self.mode})"
+        frame: dict[str, Any] | None = None
         try:
-            return self._communicate(argv, env, cwd, payload)
+            frame, why = w.call(payload, self.limits.timeout_s)
         finally:
-            if tmp is not None:
-                tmp.cleanup()
-
-    def _communicate(self, argv: list[str], env: Any, cwd: Any, payload: bytes) -> tuple[dict | None, str]:
-        start = time.monotonic()
-        try:
-            proc = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                env=env, cwd=cwd, start_new_session=True,
-            )  # fmt: skip
-        except OSError as err:
-            return None, f"cannot start {argv[0]}: {err}"
-
-        def feed() -> None:
-            try:
-                proc.stdin.write(payload)  # type: ignore[union-attr]
-                proc.stdin.close()  # type: ignore[union-attr]
-            except OSError:
-                pass
-
-        threading.Thread(target=feed, daemon=True).start()
-        out, err, timed_out = bytearray(), bytearray(), False
-        with selectors.DefaultSelector() as sel:
-            sel.register(proc.stdout, selectors.EVENT_READ, out)  # type: ignore[arg-type]
-            sel.register(proc.stderr, selectors.EVENT_READ, err)  # type: ignore[arg-type]
-            while sel.get_map():
-                left = self.limits.timeout_s - (time.monotonic() - start)
-                if left <= 0:
-                    timed_out = True
-                    break
-                for key, _ in sel.select(left):
-                    chunk = os.read(key.fd, 65536)
-                    if not chunk:
-                        sel.unregister(key.fileobj)
-                    elif len(key.data) < _MAX_ANSWER:
-                        key.data.extend(chunk)
-        if timed_out:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except OSError:
-                pass
-        rc = proc.wait()
-        for f in (proc.stdout, proc.stderr):
-            f.close()  # type: ignore[union-attr]
-        if timed_out:
-            return None, f"timed out after {self.limits.timeout_s:g}s (reward kwargs.timeout_s)"
-        if rc != 0 or not out:
-            tail = err.decode(errors="replace").strip().splitlines()[-1:] or [f"exit status {rc}"]
-            if rc in (-signal.SIGXCPU, 128 + signal.SIGXCPU):  # bwrap exits 128 + the signal of its child
-                tail = [f"CPU limit of {self.limits.cpu_s or self.limits.timeout_s:g}s exceeded"]
-            return None, f"the sandbox process ended without an answer: {tail[0][:300]}"
-        try:
-            answer = json.loads(bytes(out))
-        except ValueError:
-            return None, "the sandbox answered something that is not JSON"
-        if not isinstance(answer, dict) or not ("error" in answer or isinstance(answer.get("values"), list)):
+            if w.alive and not (frame or {}).get("clean", False):
+                w.stop()  # a call left something it could not clear: the next call gets a fresh worker
+            self._release(w)
+        if frame is None:
+            return None, why
+        answer = frame["answer"]
+        if not ("error" in answer or isinstance(answer.get("values"), list)):
             return None, "the sandbox answered JSON of the wrong shape"
         return answer, ""
 
     def close(self) -> None:
-        """Nothing is kept between calls; here for RewardSet.close()."""
+        """Stop the warm workers (a later call starts fresh ones)."""
+        with self._cond:
+            self._idle.clear()
+            stop_all(self._live)

@@ -1,20 +1,22 @@
-"""The program that runs inside the sandbox: reads one job (JSON) on stdin, writes one answer (JSON) on stdout.
+"""The jobs that run inside the sandbox, each in a fresh forked child of the warm worker (`sandbox_serve`).
 
-Standard library only, and run as `python -I -c <this file's text>`, so it needs nothing from the working tree
-(which the sandbox hides). Before any user code it drops root (to nobody, when it is root), sets the resource
-limits (RLIMIT_AS, RLIMIT_CPU, RLIMIT_NPROC, RLIMIT_FSIZE, no core files) and points stdout/stderr at
-/dev/null: user code's prints are discarded, the answer goes to a saved copy of stdout.
+Standard library only: this file's text, then `sandbox_serve`'s, run as `python -I -c <text> <settings JSON>`, so
+it needs nothing from the working tree (which the sandbox hides). The call's child sets the resource limits
+(RLIMIT_AS, RLIMIT_CPU, RLIMIT_NPROC, RLIMIT_FSIZE, no core files, no POSIX message queues), then `run(job)`.
 
 Job kinds:
-  evaluate  `source` defines evaluate(example, response) -> float; called once per item in a forked child
+  evaluate  `source` defines evaluate(example, response) -> float; items run in forked children of the call
   tests     per item, `code` is run and then each of `tests` (assert statements); value = share passed
   python    a user function (`source` of a file, or `spec` module:function to import), `call` batch or item
   exec      per item, `code` is run; its output is what it prints (the `python` tool of rlexp.tools)
 Answer: {"values": [float | null], "errors": [str | null]} or {"error": str, "fatal": bool} when the job
 cannot start (the snippet does not parse, defines no evaluate, ...).
 The text of rlexp.children.die_with_parent runs before this file's (the worker dies with rlexp); each forked
-child calls it too. Forked children (evaluate, tests) get `item_timeout_s` each, run at most `parallel` at a time, and a child's
-crash, limit or timeout costs only its item: for `tests` the tests passed before it count, the rest fail.
+child calls it too. Item children (evaluate, tests) get `item_timeout_s` per item, run at most `parallel` at a
+time, and a child's crash, limit or timeout costs only its item: for `tests` the tests passed before it count, the
+rest fail. An `evaluate` child scores item after item (one fork per child, not per item: the user's grader is
+set up once per call) until one fails, then a fresh fork of the set-up call takes the rest; each `tests` item (a
+completion's own code) gets a child of its own, as nothing of one completion may reach another's tests.
 """
 
 import json
@@ -22,7 +24,6 @@ import os
 import resource
 import select
 import signal
-import sys
 import time
 import traceback
 
@@ -32,9 +33,14 @@ if "die_with_parent" not in globals():  # imported as a module, not run after rl
         pass
 
 
-def _limits(lim):
+_ITEM_BYTES = 1 << 20  # bytes of one item's lines kept
+
+
+def _limits(lim, sandboxed):
     mb = 1 << 20
     pairs = [(resource.RLIMIT_CORE, 0)]
+    if sandboxed and hasattr(resource, "RLIMIT_MSGQUEUE"):
+        pairs.append((resource.RLIMIT_MSGQUEUE, 0))  # POSIX queues outlive a call and cannot be listed: none
     if lim.get("memory_mb"):
         pairs.append((resource.RLIMIT_AS, int(lim["memory_mb"] * mb)))
     if lim.get("cpu_s"):
@@ -45,19 +51,6 @@ def _limits(lim):
         pairs.append((resource.RLIMIT_FSIZE, int(lim["fsize_mb"] * mb)))
     for which, value in pairs:  # CPU: SIGXCPU at the soft limit, SIGKILL a second later
         resource.setrlimit(which, (value, value + (which == resource.RLIMIT_CPU)))
-
-
-def _drop_root():
-    """Root inside the sandbox becomes nobody: RLIMIT_NPROC binds only a non-root user."""
-    if os.getuid() != 0:
-        return
-    try:
-        os.chown("/tmp", 65534, 65534)
-        os.setgroups([])
-        os.setgid(65534)
-        os.setuid(65534)
-    except OSError:
-        pass  # root of a user namespace cannot map nobody; the pid namespace and the wall timeout still bind
 
 
 def _err(exc):
@@ -80,12 +73,8 @@ def _compile_module(source, filename):
     return ns
 
 
-def _child(kind, target, item, out):
-    """In the forked child: one item, JSON lines to fd `out`."""
-
-    def emit(obj):
-        os.write(out, (json.dumps(obj) + "\n").encode())
-
+def _item(kind, target, item, emit):
+    """One item in an item child: JSON lines through `emit`."""
     try:
         if kind == "evaluate":
             emit({"value": target(item["example"], item["response"]), "error": None})
@@ -101,11 +90,30 @@ def _child(kind, target, item, out):
             emit({"done": True})
     except BaseException as exc:  # noqa: BLE001
         emit({"value": None if kind == "evaluate" else 0.0, "error": _err(exc)})
-    os._exit(0)
 
 
-def _finish(kind, item, buf, reason):
-    lines = [json.loads(x) for x in buf.decode(errors="replace").splitlines() if x.strip().startswith("{")]
+def _item_child(kind, target, items, cmd, out):
+    """Score the items whose indices (4 bytes each) arrive on `cmd`, until it closes."""
+    me = os.getpid()
+
+    def emit(obj):
+        if os.getpid() != me:  # a fork made by the user's code does not speak for this child
+            os._exit(0)
+        os.write(out, (json.dumps(obj) + "\n").encode())
+
+    while True:
+        raw = b""
+        while len(raw) < 4:
+            chunk = os.read(cmd, 4 - len(raw))
+            if not chunk:
+                os._exit(0)
+            raw += chunk
+        _item(kind, target, items[int.from_bytes(raw, "big")], emit)
+        if os.getpid() != me:
+            os._exit(0)
+
+
+def _finish(kind, item, lines, reason):
     final = [x for x in lines if "value" in x]
     if kind == "tests":
         total = len(item["tests"]) or 1
@@ -118,61 +126,140 @@ def _finish(kind, item, buf, reason):
     return None, reason or "the evaluation ended without a value"
 
 
+def _done(kind, obj):
+    return "value" in obj or (kind == "tests" and obj.get("done"))
+
+
+def _kill(pid):
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
 def _forked(kind, target, items, lim):
     values, errors = [None] * len(items), [None] * len(items)
     pending = list(range(len(items)))
-    running = {}  # read fd -> (index, pid, deadline, buffer)
+    children = {}  # read fd -> {"pid", "cmd", "pidfd", "queue" (indices sent, head running), "deadline", ...}
     parallel = max(1, int(lim.get("parallel") or 1))
     item_timeout = float(lim.get("item_timeout_s") or 10.0)
-    worker = os.getpid()
-    while pending or running:
-        while pending and len(running) < parallel:
+    reuse = kind == "evaluate"  # the user's grader keeps its child; a completion's code gets a fresh one
+    depth = 4 if reuse else 1  # indices sent ahead, so a child does not wait on this process between items
+    caller = os.getpid()
+
+    def feed(c):
+        while pending and len(c["queue"]) < depth and c["cmd"] is not None:
             i = pending.pop(0)
+            if not c["queue"]:
+                c["deadline"] = time.monotonic() + item_timeout
+            c["queue"].append(i)
+            try:
+                os.write(c["cmd"], i.to_bytes(4, "big"))
+            except OSError:
+                break
+        if c["cmd"] is not None and (not reuse or not pending):
+            os.close(c["cmd"])  # no more items for it: it exits after its queue
+            c["cmd"] = None
+
+    def drain(fd, c, now):
+        """Read what the child wrote (its lines finish items); True at end of file."""
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                return False
+            if not chunk:
+                return True
+            c["buf"] += chunk
+            *whole, c["buf"] = c["buf"].split(b"\n")
+            for line in whole:
+                c["size"] += len(line)
+                if not c["queue"] or c["size"] > _ITEM_BYTES or not line.strip().startswith(b"{"):
+                    continue
+                try:
+                    obj = json.loads(line)
+                except ValueError:
+                    continue
+                c["lines"].append(obj)
+                if isinstance(obj, dict) and _done(kind, obj):
+                    i = c["queue"].pop(0)
+                    values[i], errors[i] = _finish(kind, items[i], c["lines"], None)
+                    c["lines"], c["size"] = [], 0
+                    c["deadline"] = now + item_timeout  # the next item's, or the time it has to exit
+                    feed(c)
+
+    while pending or children:
+        while pending and len(children) < parallel:
             r, w = os.pipe()
+            cr, cw = os.pipe()
             try:
                 pid = os.fork()
             except OSError as exc:
-                os.close(r)
-                os.close(w)
+                for fd in (r, w, cr, cw):
+                    os.close(fd)
+                i = pending.pop(0)
                 errors[i] = "cannot fork: " + _err(exc)
                 continue
             if pid == 0:
                 os.close(r)
+                os.close(cw)
+                for other in children.values():
+                    if other["cmd"] is not None:
+                        os.close(other["cmd"])
                 os.setpgid(0, 0)
-                die_with_parent(worker)  # in its own group: the worker's killpg misses it
-                _child(kind, target, items[i], w)
+                die_with_parent(caller)  # in its own group: the killpg of a sibling misses it
+                _item_child(kind, target, items, cr, w)
             os.close(w)
-            running[r] = (i, pid, time.monotonic() + item_timeout, bytearray())
-        if not running:
+            os.close(cr)
+            os.set_blocking(r, False)
+            try:
+                pidfd = os.pidfd_open(pid)  # readable when it exits, even if what it started holds its pipe
+            except (AttributeError, OSError):
+                pidfd = None
+            c = {"pid": pid, "cmd": cw, "pidfd": pidfd, "queue": [], "deadline": 0.0, "buf": b"", "lines": []}
+            c["size"] = 0
+            children[r] = c
+            feed(c)
+        if not children:
             continue
-        wait = max(0.0, min(d for _, _, d, _ in running.values()) - time.monotonic())
-        ready, _, _ = select.select(list(running), [], [], wait)
+        pidfds = [c["pidfd"] for c in children.values() if c["pidfd"] is not None]
+        wait = max(0.0, min(c["deadline"] for c in children.values()) - time.monotonic())
+        if len(pidfds) < len(children):
+            wait = min(wait, 0.05)  # no pidfd (an old kernel): look for ended children this often
+        ready, _, _ = select.select(list(children) + pidfds, [], [], wait)
         now = time.monotonic()
-        for fd in list(running):
-            i, pid, deadline, buf = running[fd]
-            chunk = b""
-            if fd in ready:
-                chunk = os.read(fd, 65536)
-                buf += chunk[: max(0, (1 << 20) - len(buf))]
-            if fd in ready and chunk:
+        for fd in list(children):
+            c = children[fd]
+            exited = c["pidfd"] in ready if c["pidfd"] is not None else False
+            eof = (fd in ready or exited) and drain(fd, c, now)
+            if not (eof or exited) and now < c["deadline"]:
                 continue
-            if fd not in ready and now < deadline:
-                continue
-            reason = None
-            if fd not in ready:  # past its deadline
-                reason = f"timed out after {item_timeout:g}s"
-                for kill in (os.killpg, os.kill):
-                    try:
-                        kill(pid, signal.SIGKILL)
-                    except OSError:
-                        pass
-            _, status = os.waitpid(pid, 0)
-            if reason is None and os.WIFSIGNALED(status):
+            # it ended (EOF, or it exited while something it started holds its pipe), or its head item ran past
+            # its deadline (or, its items done, it did not exit)
+            reason, killed = (None, False) if eof or exited else (f"timed out after {item_timeout:g}s", True)
+            pid, status = 0, 0
+            for _ in range(0 if killed else 100):  # ending: a crash's signal is its error
+                pid, status = os.waitpid(c["pid"], os.WNOHANG)
+                if pid:
+                    break
+                time.sleep(0.001)
+            if not pid:  # still running: past its deadline, or it closed its pipe
+                killed = True
+                _kill(c["pid"])
+                _, status = os.waitpid(c["pid"], 0)
+            _kill(c["pid"])  # whatever it started in its group
+            if reason is None and not killed and os.WIFSIGNALED(status):
                 sig = os.WTERMSIG(status)
                 reason = f"killed by signal {sig}{' (CPU limit)' if sig == signal.SIGXCPU else ''}"
-            os.close(fd)
-            del running[fd]
-            values[i], errors[i] = _finish(kind, items[i], bytes(buf), reason)
+            for own in (fd, c["cmd"], c["pidfd"]):
+                if own is not None:
+                    os.close(own)
+            del children[fd]
+            if c["queue"]:  # its head item failed; the ones sent after it go to a fresh child
+                i = c["queue"].pop(0)
+                values[i], errors[i] = _finish(kind, items[i], c["lines"], reason)
+                pending[:0] = c["queue"]
     return values, errors
 
 
@@ -269,27 +356,3 @@ def run(job):
             v = None
         clean.append(None if v is None or v != v or v in (float("inf"), float("-inf")) else float(v))
     return {"values": clean, "errors": errors}
-
-
-def main():
-    job = json.loads(sys.stdin.buffer.read())
-    answer_fd = os.dup(1)
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
-    lim = job.get("limits") or {}
-    if lim.get("drop_root"):
-        _drop_root()
-        die_with_parent()  # a change of user clears the parent-death signal: set it again
-    _limits(lim)
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past RLIMIT_FSIZE fails instead of killing
-    try:
-        answer = run(job)
-    except BaseException as exc:  # noqa: BLE001
-        answer = {"error": _err(exc) + _where(exc), "fatal": False}
-    os.write(answer_fd, json.dumps(answer).encode())
-    os._exit(0)
-
-
-if __name__ == "__main__":
-    main()
