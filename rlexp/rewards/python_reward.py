@@ -185,4 +185,5 @@ def _isolated(
 
     isolated.last_error = None  # type: ignore[attr-defined]
     isolated.counters = box.calls  # type: ignore[attr-defined]
+    isolated.close = box.close  # type: ignore[attr-defined]  # RewardSet.close stops its warm workers
     return isolated
