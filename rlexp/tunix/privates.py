@@ -109,8 +109,9 @@ PRIVATES: tuple[Private, ...] = (
 
 
 def names() -> set[str]:
-    """Every private name of Tunix the seam reaches or overrides."""
-    return {n for p in PRIVATES for n in p.names}
+    """Every private name of Tunix the seam reaches or overrides, and the private functions whose source is
+    fingerprinted because they read what the seam sets (RLLearner._prepare_data reads `_last_iter_step`)."""
+    return {n for p in PRIVATES for n in p.names} | {p.attr for p in PRIVATES if p.attr.startswith("_")}
 
 
 def check(conf: RlexpConfig) -> None:
