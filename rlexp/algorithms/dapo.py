@@ -130,7 +130,14 @@ def check_keys(t: TrainerConfig) -> None:
 
 
 SPEC = register(
-    AlgorithmSpec(name="dapo", build_learner=build_learner, node="dapo", has_kl=False, check_keys=check_keys)
+    AlgorithmSpec(
+        name="dapo",
+        build_learner=build_learner,
+        node="dapo",
+        has_kl=False,
+        check_keys=check_keys,
+        corrects_rollout=True,
+    )
 )
 
 

@@ -48,4 +48,8 @@ def build_learner(inputs: LearnerInputs) -> Any:
     return family_learner(inputs, GRPOLearner, algorithm_config(inputs.conf.trainer))
 
 
-SPEC = register(AlgorithmSpec(name="grpo", build_learner=build_learner, takes_episodes=True, check_keys=check_groups))
+SPEC = register(
+    AlgorithmSpec(
+        name="grpo", build_learner=build_learner, takes_episodes=True, check_keys=check_groups, corrects_rollout=True
+    )
+)

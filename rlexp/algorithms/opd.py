@@ -213,5 +213,6 @@ SPEC = register(
         extra_forward_passes=extra_forward_passes,
         check_keys=check_groups,
         check=check,
+        corrects_rollout=True,
     )
 )

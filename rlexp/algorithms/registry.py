@@ -13,6 +13,7 @@ import importlib
 from collections.abc import Iterator
 from typing import Any
 
+from rlexp.algorithms import correction
 from rlexp.algorithms.spec import AlgorithmSpec, LearnerInputs
 from rlexp.config.derived import tunix_kl_mode
 from rlexp.config.schema import RlexpConfig, TrainerConfig
@@ -26,6 +27,7 @@ __all__ = [
     "algorithms",
     "check_algorithm",
     "check_keys",
+    "extra_forward_passes",
     "reference_copy",
     "register",
     "unregister",
@@ -68,6 +70,12 @@ def algorithm_of(t: TrainerConfig) -> AlgorithmSpec:
     return known[t.algorithm]
 
 
+def extra_forward_passes(t: TrainerConfig) -> float:
+    """Policy forward passes per token beyond rollout, reference and update: the algorithm's own, and the
+    trainer's scoring of each rollout that trainer.correction adds (rlexp.algorithms.correction)."""
+    return algorithm_of(t).extra_forward_passes(t) + (1.0 if correction.enabled(t) else 0.0)
+
+
 def reference_copy(t: TrainerConfig) -> bool:
     """Whether a second copy of the policy's weights is loaded as the reference: the algorithm needs one, brings no
     model of its own for that role, and no LoRA base (the frozen base the adapters sit on is the reference) serves."""
@@ -107,6 +115,14 @@ def check_keys(t: TrainerConfig) -> AlgorithmSpec:
             raise ConfigError(
                 key, value, f"{other.name}'s key: set trainer={other.name}, or leave it unset for {t.algorithm}"
             )
+    correction.check_keys(t)
+    if correction.enabled(t) and not spec.corrects_rollout:
+        able = [name for name, s in algorithms().items() if s.corrects_rollout]
+        raise ConfigError(
+            "trainer.correction.mode",
+            t.correction.mode,
+            f"{t.algorithm}'s loss takes no per-token importance weight; use none, or one of {', '.join(able)}",
+        )
     spec.check_keys(t)
     return spec
 
@@ -125,6 +141,12 @@ def check_algorithm(cfg: RlexpConfig) -> AlgorithmSpec:
             t.algorithm,
             f"agent=tools trains with {', '.join(able)} (the others' learners do not take the episode mask yet); "
             "use one of them",
+        )
+    if cfg.agent.kind == "tools" and correction.enabled(t):
+        raise ConfigError(
+            "trainer.correction.mode",
+            t.correction.mode,
+            "agent=tools' episodes carry no sampler log-probabilities (tool outputs are not sampled); use none",
         )
     if spec.needs_critic:
         check_critic(cfg.model, t.algorithm)

@@ -71,6 +71,9 @@ class AlgorithmSpec:
     needs_critic: bool = False  # a value model on the policy's final hidden states (rlexp.families.critic)
     critic_trainer: Callable[[TrainerConfig], TrainerConfig] = same_trainer  # the critic optimizer's settings
     takes_episodes: bool = False  # its learner takes agent=tools' episode mask (rlexp.train.episodes)
+    # its loss weights each token by Tunix's TrainExample.sampler_is_weights (the GRPO loss), so
+    # trainer.correction.* applies (rlexp.algorithms.correction)
+    corrects_rollout: bool = False
     # forward-pass equivalents of the policy a step spends on each token beyond rollout (1), reference (1 when
     # needed) and the update (3 x num_iterations): the estimates' FLOPs and roofline cost
     extra_forward_passes: Callable[[TrainerConfig], float] = no_passes

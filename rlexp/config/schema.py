@@ -169,6 +169,9 @@ class RolloutConfig:
     reshard_chunk_size: int | None = None  # [rl.reshard_chunk_size] weights resharded per sync call; null: all
     # tokens of KV cache beyond prompt + completion [kv_cache_buffer]; vLLM's max_model_len = the sum
     kv_cache_buffer: int = 8
+    # the rollout copy's weights in this dtype (float32 | bfloat16 | float16); null: the trainer's (model.param_dtype).
+    # The vanilla engine on rollout devices of its own (slice.rollout_devices > 0): colocated, the two share weights
+    dtype: str | None = None
     # process environment of the run where the engine runs (the JobSet's rlexp container; set before vLLM starts)
     env: dict[str, str] = field(default_factory=dict)
 
@@ -234,6 +237,17 @@ class PpoConfig:
 
 
 @dataclass
+class CorrectionConfig:
+    """Rollout-trainer mismatch correction (rlexp.algorithms.correction, docs/algorithms.md): the sampler's
+    per-token log-probabilities are the behaviour policy of an importance weight on each token's loss."""
+
+    # none | tis_token | tis_sequence (truncated IS, min(ratio, cap)) | mis_token | mis_sequence (masked IS: drop
+    # tokens or sequences whose ratio is outside [1/cap, cap]); ratio = pi_trainer / pi_sampler on sampled tokens
+    mode: str = "none"
+    cap: float = 2.0  # C: > 1
+
+
+@dataclass
 class OpdConfig:
     """On-policy distillation (Agarwal et al. 2024; the Qwen3 report): the student samples, a frozen teacher's
     per-token log-probabilities on those samples give each token's advantage, log pi_teacher - log pi_student
@@ -276,6 +290,7 @@ class TrainerConfig:
     dapo: DapoConfig = field(default_factory=DapoConfig)  # trainer=dapo only
     ppo: PpoConfig = field(default_factory=PpoConfig)  # trainer=ppo only
     opd: OpdConfig = field(default_factory=OpdConfig)  # trainer=opd only
+    correction: CorrectionConfig = field(default_factory=CorrectionConfig)  # the sampler's mismatch, any GRPO kind
     # rollout
     temperature: float = 1.0
     top_p: float = 1.0

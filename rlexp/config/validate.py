@@ -180,6 +180,15 @@ def _check_rollout(cfg: RlexpConfig) -> None:
             r.async_rollout,
             "async rollout samples on devices of its own: set slice.rollout_devices > 0 (e.g. half the devices)",
         )
+    if r.dtype is not None:
+        _choice("trainer.rollout.dtype", r.dtype, DTYPES)
+        if r.engine != "vanilla" or not s.rollout_devices:
+            raise ConfigError(
+                "trainer.rollout.dtype",
+                r.dtype,
+                "the vanilla engine's own copy of the weights takes a dtype: set slice.rollout_devices > 0 "
+                "(colocated, rollout and trainer share one copy), or null",
+            )
     if not 0 < r.hbm_utilization <= 1:
         raise ConfigError("trainer.rollout.hbm_utilization", r.hbm_utilization, "use a fraction in (0, 1]")
     for key in ("data_parallel", "tensor_parallel"):

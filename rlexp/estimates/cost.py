@@ -28,7 +28,7 @@ import math
 import statistics
 from typing import Any
 
-from rlexp.algorithms.registry import algorithm_of, reference_copy
+from rlexp.algorithms.registry import algorithm_of, extra_forward_passes, reference_copy
 from rlexp.config.derived import trainer_devices
 from rlexp.config.schema import RlexpConfig
 from rlexp.errors import ConfigError
@@ -108,7 +108,7 @@ def roofline_step_s(cfg: RlexpConfig) -> float | None:
     per_token = 6 + (2 if reference_copy(t) or spec.needs_reference(t) else 0)  # policy fwd+bwd, reference fwd
     # the algorithm's own passes (PPO: the old policy's log-probs, the critic's values and fwd+bwd) and model
     own = spec.reference_model(cfg)
-    extra = 2 * spec.extra_forward_passes(t) * active_params(m) + (2 * active_params(own) if own is not None else 0)
+    extra = 2 * extra_forward_passes(t) * active_params(m) + (2 * active_params(own) if own is not None else 0)
     train = (per_token * active_params(m) * t.num_iterations + extra) * tokens / (train_chips * flops * MFU_TRAIN)
     return train + _rollout_seconds(cfg, t.batch_size, t.num_generations, rollout_chips)
 

@@ -11,7 +11,7 @@ spec adds (`extra_forward_passes`: PPO's old policy and critic). MFU = those FLO
 
 from __future__ import annotations
 
-from rlexp.algorithms.registry import algorithm_of
+from rlexp.algorithms.registry import algorithm_of, extra_forward_passes
 from rlexp.config.hardware import peak_flops
 from rlexp.config.schema import ModelConfig, RlexpConfig
 from rlexp.estimates.model_terms import active_params
@@ -28,10 +28,10 @@ def forward_flops_per_token(m: ModelConfig, seq_len: float) -> float:
 
 def passes_per_token(cfg: RlexpConfig) -> float:
     """Forward-pass equivalents of the policy a step spends on each token: rollout 1, reference 1 (if used), update 3
-    each iteration, and the algorithm's own (its spec's `extra_forward_passes`)."""
+    each iteration, and the algorithm's own and trainer.correction's (registry's `extra_forward_passes`)."""
     t = cfg.trainer
     spec = algorithm_of(t)
-    return 1.0 + (1.0 if spec.needs_reference(t) else 0.0) + 3.0 * t.num_iterations + spec.extra_forward_passes(t)
+    return 1.0 + (1.0 if spec.needs_reference(t) else 0.0) + 3.0 * t.num_iterations + extra_forward_passes(t)
 
 
 def step_flops(cfg: RlexpConfig, completion_tokens: float) -> tuple[float, float]:

@@ -75,6 +75,7 @@ def prompt_width(prompts: list[str], tokenizer: Any, limit: int) -> int:
 
 def rollout_config(cfg: RlexpConfig, tokenizer: Any, prompt_tokens: int | None = None) -> Any:
     """Tunix's rollout settings; `prompt_tokens` (see prompt_width) defaults to trainer.max_prompt_tokens."""
+    import jax.numpy as jnp
     from tunix.rl.rollout.base_rollout import RolloutConfig
 
     t = cfg.trainer
@@ -90,6 +91,10 @@ def rollout_config(cfg: RlexpConfig, tokenizer: Any, prompt_tokens: int | None =
         # a top-k beyond the vocabulary keeps every token, which XLA's top_k refuses to be asked for
         top_k=min(t.top_k, cfg.model.vocab_size) if t.top_k else None,
         eos_tokens=[tokenizer.eos_token_id],
+        # the sampled tokens' log-probabilities, for trainer.correction (rlexp.algorithms.correction)
+        return_logprobs=t.correction.mode != "none",
+        # the rollout copy's weights (rollout devices of its own; Tunix casts at load and at each sync)
+        data_type=getattr(jnp, t.rollout.dtype) if t.rollout.dtype else None,
         **(vllm_rollout_fields(cfg) if cfg.trainer.rollout.engine == "vllm" else {}),
     )
 
@@ -239,11 +244,14 @@ def build_learner(cfg: RlexpConfig, cluster: Any, reward_fns: list, metric_fns: 
     """Tunix's learner for trainer.algorithm, with trainer.rollout.async_rollout applied; `refill` (a callable
     returning the next batch of prompts) feeds dynamic sampling (rlexp.algorithms.dapo). The algorithm's spec
     builds it (rlexp.algorithms)."""
+    from rlexp.algorithms import correction
     from rlexp.algorithms.registry import LearnerInputs, algorithm_of
     from rlexp.train.metrics import rlexp_metric_key
 
     inputs = LearnerInputs(cfg, cluster, list(reward_fns), list(metric_fns), refill, rlexp_metric_key)
     learner = algorithm_of(cfg.trainer).build_learner(inputs)
+    if correction.enabled(cfg.trainer):  # after the algorithm's own rewrites (OPD's advantages)
+        correction.learner_correction(learner, cfg, rlexp_metric_key)
     set_async_rollout(cfg, learner)
     return learner
 

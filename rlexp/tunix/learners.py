@@ -7,7 +7,8 @@
 - `route_rollouts(learner, ...)`: agent=tools' episodes and their loss mask, rlexp.train.episodes;
 - `resume_data_per_rollout(learner, n)`: a resumed run's data fast-forward counted in rollouts (num_iterations);
 - `rewrite_examples(learner, rewrite)`: each rollout's TrainExample rewritten after Tunix built it (on-policy
-  distillation's per-token advantages, rlexp.algorithms.opd).
+  distillation's per-token advantages, rlexp.algorithms.opd; the rollout-trainer mismatch correction's weights,
+  rlexp.algorithms.correction), with `Step.sampler_logprobs` and `Step.trainer_logprobs` to read.
 """
 
 from __future__ import annotations
@@ -44,6 +45,42 @@ class Step:
         """Log metrics (name -> (value, aggregate)) at this step, with the rollout's own."""
         self.learner.rl_cluster.buffer_metrics(metrics, mode=self.mode)
 
+    def sampler_logprobs(self) -> list | None:
+        """The rollout engine's log-probabilities of this thread's last rollout's tokens, one row per completion
+        (RecordingCluster, rlexp.tunix.sampler); None when the engine returned none."""
+        return self.learner.rl_cluster.rollout_logprobs()
+
+    def trainer_logprobs(self, prompt_ids: Any, completion_ids: Any, micro_batch: int | None = None) -> Any:
+        """Per-token log-probabilities [B, T] of `completion_ids` under the trainer's own model (its weights and
+        dtype, on the actor's mesh, at the rollout's temperature): pi_old as the loss sees it, which the rollout
+        model's copy (Tunix's `get_old_per_token_logps`) need not be."""
+        import jax.numpy as jnp
+        from flax import nnx
+        from tunix.rl import common
+        from tunix.rl.rl_cluster import Role
+
+        cluster = self.learner.rl_cluster
+        graphdef, state = nnx.split(cluster.actor_trainer.model)
+        temperature = cluster.get_rollout_config(self.mode).temperature
+        n = int(prompt_ids.shape[0])
+        size = micro_batch or n
+        with cluster.cluster_config.role_to_mesh[Role.ACTOR]:
+            parts = [
+                common.compute_per_token_logps(
+                    graphdef,
+                    state,
+                    prompt_tokens=prompt_ids[i : i + size],
+                    completion_tokens=completion_ids[i : i + size],
+                    pad_id=cluster.rollout.pad_id(),
+                    eos_id=cluster.rollout.eos_id(),
+                    stop_gradient=True,
+                    return_logits=False,
+                    temperature=temperature,
+                )
+                for i in range(0, n, size)
+            ]
+        return jnp.concatenate(parts, axis=0)
+
 
 class Hooks(Protocol):
     def rewards(self, rewards: np.ndarray, step: Step) -> np.ndarray: ...
@@ -61,6 +98,7 @@ def hooked_learner_class(base: type) -> type:
         def __init__(self, *args: Any, hooks: Hooks, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self.rlexp_hooks = hooks
+            self.rlexp_rewrites: list[Callable[[Any, Step], Any]] = []  # rewrite_examples, per rollout
 
         def _compute_rewards(self, prompts: list, completions: list, mode: Any, *args: Any, **kwargs: Any) -> Any:
             rewards = np.asarray(super()._compute_rewards(prompts, completions, mode, *args, **kwargs), np.float64)
@@ -71,7 +109,15 @@ def hooked_learner_class(base: type) -> type:
 
             mode = Mode.TRAIN if mode is None else mode
             own = super()._generate_and_compute_advantage
-            return self.rlexp_hooks.examples(training_input, lambda x: own(x, mode), Step(self, mode))
+            step = Step(self, mode)
+
+            def sample(x: dict) -> Any:
+                example = own(x, mode)
+                for rewrite in self.rlexp_rewrites:  # each rollout as it is sampled: its own log-probabilities
+                    example = rewrite(example, step)
+                return example
+
+            return self.rlexp_hooks.examples(training_input, sample, step)
 
     Hooked.__name__ = Hooked.__qualname__ = f"Hooked{base.__name__}"
     return Hooked
@@ -134,9 +180,15 @@ def route_rollouts(
 def rewrite_examples(learner: Any, rewrite: Callable[[Any, Step], Any]) -> None:
     """Make `learner` train on `rewrite(example, step)` of each TrainExample its `_generate_and_compute_advantage`
     (guarded by its fingerprint) builds: Tunix's rollout, masks and log-probabilities, with what `rewrite` changes
-    (e.g. `example.replace(advantages=...)`). Wrapped on this instance; the class is untouched."""
+    (e.g. `example.replace(advantages=...)`). Wrapped on this instance; the class is untouched. A hooked learner
+    (DAPO's dynamic sampling samples several rollouts per example) rewrites each rollout's example as it is
+    sampled, so `rewrite` reads that rollout's log-probabilities; rewrites apply in the order given."""
     from tunix.rl import rl_cluster as rl
 
+    rewrites = getattr(learner, "rlexp_rewrites", None)
+    if rewrites is not None:
+        rewrites.append(rewrite)
+        return
     own = learner._generate_and_compute_advantage
 
     def generate_and_advantage(training_input: Any, mode: Any = rl.Mode.TRAIN) -> Any:

@@ -56,6 +56,10 @@ def _opd(conf: RlexpConfig) -> bool:
     return bool(conf.trainer.opd.teacher)  # set only under trainer=opd
 
 
+def _correction(conf: RlexpConfig) -> bool:
+    return conf.trainer.correction.mode != "none"
+
+
 PEFT = "tunix.sft.peft_trainer:PeftTrainer"
 CLUSTER = "tunix.rl.rl_cluster:RLCluster"
 SAMPLER = "tunix.generate.sampler:Sampler"
@@ -94,7 +98,8 @@ PRIVATES: tuple[Private, ...] = (
     Private(("_sampler",), "tunix.rl.rollout.vanilla_rollout:VanillaRollout", "__init__", "4609dba1af382c5f",
             "sampler"),
     # DAPO's overrides (rlexp.tunix.learners, rlexp.algorithms.dapo), agent=tools' episodes (rlexp.train.episodes)
-    # and on-policy distillation's advantages (rlexp.algorithms.opd)
+    # on-policy distillation's advantages (rlexp.algorithms.opd) and the mismatch correction's weights
+    # (rlexp.algorithms.correction)
     # the data fast-forward of a resumed run, counted in rollouts when trainer.num_iterations > 1
     Private(("_last_iter_step",), "tunix.rl.rl_learner:RLLearner", "__init__", "a1b9a65345a977b1", "learners",
             lambda c: c.trainer.num_iterations > 1, "run trainer.num_iterations=1, or " + patching.REINSTALL),
@@ -103,8 +108,9 @@ PRIVATES: tuple[Private, ...] = (
     Private(("_compute_rewards",), "tunix.rl.rl_learner:RLLearner", "_compute_rewards", "d7ed414ff1072cf1",
             "learners", _dapo, DAPO_OFF),
     Private(("_generate_and_compute_advantage",), GRPO, "_generate_and_compute_advantage", "755b193e95aeeedb",
-            "learners", lambda c: _dapo(c) or _opd(c) or c.agent.kind == "tools",
-            "run agent=single_turn and " + DAPO_OFF + " (trainer=opd needs it), or " + patching.REINSTALL),
+            "learners", lambda c: _dapo(c) or _opd(c) or _correction(c) or c.agent.kind == "tools",
+            "run agent=single_turn, trainer.correction.mode=none and " + DAPO_OFF + " (trainer=opd needs it), or "
+            + patching.REINSTALL),
 )  # fmt: skip
 
 

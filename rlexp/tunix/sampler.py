@@ -3,7 +3,8 @@ rlexp.tunix.privates).
 
 `lean_rollout_engine`: the `lean_sampler` perf patch (`perf.patches`), Tunix's vanilla rollout with its per-call
 host work cut; without it a colocated rollout and `rlexp eval` sample with Tunix's own `Sampler`.
-`recording_cluster_class`: RLCluster keeping each completion's token count (DAPO's overlong shaping).
+`recording_cluster_class`: RLCluster keeping each completion's token count (DAPO's overlong shaping) and the
+sampler's log-probabilities of its tokens (the mismatch correction, rlexp.algorithms.correction).
 `qualified_name`: what summary.json's `perf.classes` records of the objects that ran.
 """
 
@@ -61,9 +62,10 @@ def lean_rollout_engine() -> type:
             )
 
         def __call__(self, input_strings: Any, max_generation_steps: int, **options: Any) -> Any:
-            """Tunix's `Sampler.__call__` for what rollouts and evals ask (text and tokens, unpadded, no
-            echo); anything else (logits, log-probs, beam search, images, echo) goes to Tunix's own."""
-            tunix_only = ("echo", "return_logits", "return_logprobs", "beam_size", "pad_output")
+            """Tunix's `Sampler.__call__` for what rollouts and evals ask (text, tokens and the sampled tokens'
+            log-probabilities, unpadded, no echo); anything else (logits, beam search, images, echo) goes to
+            Tunix's own."""
+            tunix_only = ("echo", "return_logits", "beam_size", "pad_output")
             if any(options.get(k) for k in tunix_only) or options.get("images") is not None:
                 return super().__call__(input_strings, max_generation_steps, **options)
             return self._sample_text(input_strings, max_generation_steps, **options)
@@ -79,6 +81,7 @@ def lean_rollout_engine() -> type:
             top_p: float | None = None,
             top_k: int | None = None,
             seed: Any = None,
+            return_logprobs: bool = False,
             **_: Any,
         ) -> Any:
             self.eos_ids = eos_tokens or [self.tokenizer.eos_id()]
@@ -109,7 +112,7 @@ def lean_rollout_engine() -> type:
                 top_k=top_k,
                 seed=seed,
                 beam_size=None,
-                include_logprobs=False,
+                include_logprobs=return_logprobs,
             )
             state = self._compiled_prefill_fn(self._flattened_transformer_state, state, None, echo=False)
             state = self._compiled_decode_fn(self._flattened_transformer_state, state)
@@ -118,12 +121,16 @@ def lean_rollout_engine() -> type:
             is_eos = np.isin(completions, self.eos_ids)
             ends = np.where(is_eos.any(axis=1), is_eos.argmax(axis=1), completions.shape[1])
             out_tokens = [row[:end] for row, end in zip(completions, ends.tolist(), strict=True)]
+            logprobs = None
+            if return_logprobs:  # each sampled token's, at its place in the token buffer (as Tunix slices them)
+                buffer = np.asarray(jax.device_get(state.logprobs_buffer))[:, max_prompt_length:]
+                logprobs = [row[:end].tolist() for row, end in zip(buffer, ends.tolist(), strict=True)]
             return base_sampler.SamplerOutput(
                 text=[self.tokenizer.decode(t.tolist()) for t in out_tokens],
                 logits=[],
                 tokens=out_tokens,
                 padded_prompt_tokens=prompt_ids,
-                logprobs=None,
+                logprobs=logprobs,
             )
 
         # Tunix's __call__ stores the EOS ids as a device array, then finds where each completion ends with
@@ -189,10 +196,14 @@ def recording_cluster_class() -> type:
         def generate(self, *args: Any, **kwargs: Any) -> Any:
             out = super().generate(*args, **kwargs)
             self._lengths.value = [len(ids) for ids in out.tokens]
+            self._lengths.logprobs = out.logprobs  # per completion, as long as its tokens (RolloutConfig asks)
             return out
 
         def completion_lengths(self) -> list[int]:
             return self._lengths.value
+
+        def rollout_logprobs(self) -> list | None:
+            return getattr(self._lengths, "logprobs", None)
 
     return RecordingCluster
 

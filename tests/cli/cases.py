@@ -105,6 +105,21 @@ RLEXP = [
     _c(f"rlexp model.dtype=float8 {RUN}", 2, "model.dtype='float8'"),
     _c(f"rlexp slice.mesh.tp=0 {RUN}", 2, "slice.mesh.tp=0"),
     _c(f"rlexp slice.rollout_devices=5 {RUN}", 2, "slice.rollout_devices=5"),
+    # the rollout-trainer mismatch correction (rlexp.algorithms.correction) and the rollout's own dtype
+    _c(f"rlexp trainer.correction.mode=tis {RUN}", 2, "trainer.correction.mode='tis': use one of none, tis_token"),
+    _c(f"rlexp trainer.correction.mode=tis_token trainer.correction.cap=1 {RUN}", 2, "trainer.correction.cap=1.0"),
+    _c(
+        f"rlexp trainer=ppo trainer.correction.mode=mis_token {RUN}",
+        2,
+        "trainer.correction.mode='mis_token': ppo's loss takes no per-token importance weight",
+    ),
+    _c(
+        f"rlexp agent=tools trainer.correction.mode=tis_token {RUN}",
+        2,
+        "trainer.correction.mode='tis_token': agent=tools' episodes carry no sampler log-probabilities",
+    ),
+    _c(f"rlexp trainer.rollout.dtype=bfloat16 {RUN}", 2, "trainer.rollout.dtype='bfloat16': the vanilla engine's"),
+    _c(f"rlexp slice=cpu-4 slice.rollout_devices=2 trainer.rollout.dtype=fp8 {RUN}", 2, "trainer.rollout.dtype='fp8'"),
     _c(f"rlexp {TPU} slice.num_slices=0 {RUN}", 2, "slice.num_slices=0"),
     _c(f"rlexp objective=eval.after.pass@1 {RUN}", 2, "did you mean eval.after.pass_at_1"),
     _c(f"rlexp reward.max_error_ratio=2 {RUN}", 2, "reward.max_error_ratio=2"),

@@ -191,8 +191,10 @@ def test_async_rollout_on_separate_cpu_devices_learns(tmp_path: Path) -> None:
         {"temperature": 1.0, "top_p": 1.0, "seed": 7, "max_prompt_length": 8},  # the training rollout's call
         {"temperature": 0.0, "max_prompt_length": 8},  # the greedy eval
         {"temperature": 0.7, "top_k": 5, "max_prompt_length": 4, "eos_tokens": [2, 5]},  # prompts longer than asked
+        # trainer.correction's rollout: the sampled tokens' log-probabilities too (rlexp.algorithms.correction)
+        {"temperature": 1.0, "top_p": 1.0, "seed": 7, "max_prompt_length": 8, "return_logprobs": True},
     ],
-    ids=["sampled", "greedy", "longer_prompts_two_eos"],
+    ids=["sampled", "greedy", "longer_prompts_two_eos", "logprobs"],
 )
 def test_lean_sampler_returns_what_tunix_sampler_returns(options: dict) -> None:
     """Same model, prompts and keys through the lean sampler and Tunix's own: identical text, tokens and prompts."""
@@ -220,3 +222,5 @@ def test_lean_sampler_returns_what_tunix_sampler_returns(options: dict) -> None:
     np.testing.assert_array_equal(ours.padded_prompt_tokens, theirs.padded_prompt_tokens)
     assert ours.padded_prompt_tokens.dtype == theirs.padded_prompt_tokens.dtype
     assert (ours.logits, ours.logprobs) == (theirs.logits, theirs.logprobs)
+    if options.get("return_logprobs"):
+        assert [len(x) for x in ours.logprobs] == [len(t) for t in ours.tokens] and any(map(len, ours.logprobs))
