@@ -159,6 +159,7 @@ def preflight(
     `checked`: the memory estimate `check_config` returned, when the caller checked the config already."""
     from rlexp.data.registry import load_splits
     from rlexp.data.templates import doubled_markers, render_prompt
+    from rlexp.envs import dry_run, load_rows
 
     v, rep = cfg.validate, _Report()
     result: dict[str, Any] = {"run_name": cfg.run_name, "mode": "completions" if v.completions else "sampled"}
@@ -188,7 +189,11 @@ def preflight(
             except RlexpError as err:
                 rep.add("dataset", "skipped", f"{cfg.dataset.source} is not available offline ({err})")
         else:
-            splits = rep.run("dataset", lambda: load_splits(cfg.dataset, allow_downloads=allow_downloads))
+            splits = rep.run("dataset", lambda: load_rows(cfg, allow_downloads=allow_downloads))  # or the env's
+        for check in (
+            rep.run("env", lambda: dry_run(cfg)) if cfg.env.kind != "none" else None
+        ) or []:  # per env task: rows, the scorer right and wrong
+            rep.add(check["name"], check["status"], check["detail"])
     if splits is not None:
         result["dataset"] = {"train_rows": len(splits.train), "eval_rows": len(splits.eval), "skipped": splits.skipped}
         if splits.skipped:  # rows training would drop (corrupt lines, missing fields): counted, never silent

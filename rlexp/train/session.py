@@ -28,8 +28,8 @@ from rlexp.config.derived import loads_reference_copy
 from rlexp.config.schema import RlexpConfig
 from rlexp.config.validate import check_steps
 from rlexp.config.values import EVAL_METRICS
-from rlexp.data.registry import load_splits
 from rlexp.data.templates import check_turn_markers, render_splits
+from rlexp.envs import load_rows, task_metrics
 from rlexp.errors import ConfigError, RlexpError, RunError
 from rlexp.estimates.flops import step_rates
 from rlexp.rewards.compose import RewardErrorBudgetExceeded, build_rewards
@@ -85,7 +85,7 @@ class TrainingSession:
 
     # -- setup -------------------------------------------------------------------------------
     def _load_data(self, tokenizer: Any) -> None:
-        raw = load_splits(self.conf.dataset)
+        raw = load_rows(self.conf)  # the dataset group's rows, or the env's (rlexp.envs)
         check_turn_markers(raw.train, self.conf.data_template, self.conf.chat_template, tokenizer)  # as the preflight
         conf = self.conf
         system = tools_prompt(conf)  # the offered tools, with agent=tools
@@ -178,6 +178,9 @@ class TrainingSession:
             out.update(self.rewards.step_metrics())
         except RlexpError as err:  # acted on by the step hook, after this step's checkpoint
             self.reward_error = err
+        if "task" in fields:  # env=...: env/<task>/reward_mean, errors, latency (rlexp.envs)
+            errored = [any(v[i][1] is not None for v in per_sample.values()) for i in range(len(rewards))]
+            out.update(task_metrics(fields["task"], rewards, errored, self.rewards))
         if self.episodes is not None and self.episodes.failure is not None:  # a tool over agent.tool_error_budget
             self.reward_error = self.reward_error or self.episodes.failure
         if step == 1 or step % self.conf.trainer.samples_every == 0:
