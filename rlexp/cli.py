@@ -83,7 +83,7 @@ def _hydra_message(ex: BaseException, text: str) -> str | None:
     from hydra.errors import ConfigCompositionException, HydraException, MissingConfigException, OverrideParseException
     from omegaconf.errors import OmegaConfBaseException
 
-    from rlexp.config.keys import key_fix
+    from rlexp.config.keys import key_fix, moved_to
     from rlexp.config.overrides import grammar_error, option_error, type_fix
 
     if isinstance(ex, OverrideParseException):  # the typed exception names the override: no text read
@@ -108,6 +108,8 @@ def _hydra_message(ex: BaseException, text: str) -> str | None:
         if unknown and unknown.group(1):
             return _unknown_key_message(unknown.group(1), TEXTS["append_hint"].search(text))
         key = getattr(cause, "full_key", None) or ""
+        if moved_to(key):  # a config file still sets a key that moved into an algorithm's node
+            return f"{key}: moved: use {moved_to(key)}"
         reason = str(cause).splitlines()[0].strip()
         override = TEXTS["override"].search(text)
         value = override.group(2) if override else None

@@ -100,7 +100,7 @@ def check_before_printing(args: list[str]) -> tuple[int, Any]:
     (an undeclared `+key`, a value of the wrong type): (0, the typed config), or (the one-line error's exit
     status, None)."""
     from rlexp import cli
-    from rlexp.config.algorithm_rules import check_algorithm_keys
+    from rlexp.algorithms.registry import check_keys
     from rlexp.config.load import compose, to_config
 
     typed = None
@@ -110,7 +110,7 @@ def check_before_printing(args: list[str]) -> tuple[int, Any]:
         cli.check_command_line(args)  # grammar, options, keys, types: before composing
         overrides = _overrides(args)
         typed = to_config(compose(overrides))
-        check_algorithm_keys(typed.trainer)  # e.g. a KL coefficient for DAPO, which has no KL term
+        check_keys(typed.trainer)  # the algorithm's keys: e.g. a KL coefficient for DAPO, which has no KL term
         log.debug("--cfg: %d override(s) composed and checked against the schema: %s", len(overrides), overrides)
         return 0
 

@@ -2,7 +2,8 @@
 
 Scores with any registered reward (`--reward math`, `format`, `arith_correct`) or a user function
 (`--function module:function`); `--fault-rate 0.3 --faults timeout,5xx,nan` rehearses failures;
-`--token-env NAME` requires `Authorization: Bearer $NAME` (rlexp.rewards.server).
+`--token-env NAME` requires `Authorization: Bearer $NAME`; `--kwarg model=Qwen/Qwen3-8B` (repeated) gives the reward
+its kwargs, as `reward.functions.0.kwargs.*` does in a config (rlexp.rewards.server).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Any
 
 from rlexp import cli
 from rlexp.errors import ArgumentParser, ConfigError, RlexpError, RunError, in_range
@@ -28,25 +30,44 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fault-delay-s", type=in_range(float, 0), default=5.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--token-env", default=None, help="require 'Authorization: Bearer $TOKEN_ENV'")
+    p.add_argument(
+        "--kwarg", action="append", default=[], metavar="KEY=VALUE", help="a kwarg of --reward (YAML value), repeatable"
+    )
     a = p.parse_args(argv)
     faults = tuple(f for f in a.faults.split(",") if f)
     if not faults or set(faults) - set(FAULTS):
         p.error(f"--faults={a.faults}: use a comma-separated subset of {','.join(FAULTS)}")
-    return cli.command(lambda: _serve(a, faults))
+    kwargs = {}
+    for item in a.kwarg:
+        key, eq, value = item.partition("=")
+        if not eq or not key.isidentifier():
+            p.error(f"--kwarg={item}: give it as KEY=VALUE, e.g. --kwarg model=Qwen/Qwen3-8B")
+        kwargs[key] = _yaml_value(value)
+    if kwargs and a.function:
+        p.error(f"--kwarg={a.kwarg[0]}: kwargs are --reward's; a --function takes none")
+    return cli.command(lambda: _serve(a, faults, kwargs))
 
 
-def _serve(a: argparse.Namespace, faults: tuple[str, ...]) -> int:
+def _yaml_value(text: str) -> Any:
+    """A kwarg's value as a config override reads it: numbers, booleans, lists; anything else a string."""
+    import yaml
+
+    try:
+        return yaml.safe_load(text) if text else ""
+    except yaml.YAMLError:
+        return text
+
+
+def _serve(a: argparse.Namespace, faults: tuple[str, ...], kwargs: dict[str, Any]) -> int:
     from rlexp.rewards.server import RewardServer, make_scorer
 
     token = os.environ.get(a.token_env) if a.token_env else None
     if a.token_env and token is None:
         raise RlexpError(f"--token-env={a.token_env}: the environment variable is not set; export it first")
     try:
-        scorer = make_scorer(a.reward, a.function)
+        scorer = make_scorer(a.reward, a.function, kwargs)
     except ConfigError as err:  # the reward layer names config keys; here the user typed an argument
-        flag = "--function" if a.function else "--reward"
-        what = "cannot load it" if a.function else "no such reward"
-        raise RlexpError(f"{flag}={a.function or a.reward}: {what}; {err.fix}") from None
+        raise RlexpError(_as_arguments(a, err, kwargs)) from None
     try:
         server = RewardServer(
             (a.host, a.port),
@@ -70,6 +91,21 @@ def _serve(a: argparse.Namespace, faults: tuple[str, ...]) -> int:
     finally:
         server.server_close()
     return 0
+
+
+def _as_arguments(a: argparse.Namespace, err: ConfigError, kwargs: dict[str, Any]) -> str:
+    """The reward layer's error in the words of this command's arguments: a kwarg of the config
+    (`reward.functions[].kwargs.model`) is `--kwarg model=...` here."""
+    if a.function:
+        return f"--function={a.function}: cannot load it; {err.fix}"
+    if err.key == "reward.functions[].fn":
+        return f"--reward={a.reward}: no such reward; {err.fix}"
+    name = err.key.rpartition("kwargs.")[2] if "kwargs." in err.key else None
+    if name is None:  # a kwarg the factory does not take
+        return f"--reward={a.reward} --kwarg: {err.fix}"
+    if name not in kwargs:
+        return f"--reward={a.reward}: --kwarg {name} is missing: {err.fix}; give it as --kwarg {name}=<value>"
+    return f"--reward={a.reward} --kwarg {name}={err.value!r}: {err.fix}"
 
 
 if __name__ == "__main__":

@@ -29,13 +29,20 @@ def join(base: str, *parts: str) -> str:
     return out
 
 
-def _fs(path: str) -> tuple[fsspec.AbstractFileSystem, str]:
+def filesystem(path: str, key: str | None = None) -> tuple[fsspec.AbstractFileSystem, str]:
+    """fsspec's filesystem and path inside it for a local path or URL. gs:// without gcsfs, or a protocol fsspec does
+    not know, is one line naming `key` (the config key or argument that gave the path) and what to install."""
     try:
         return fsspec.core.url_to_fs(str(path))
-    except (ImportError, ValueError) as err:  # gs:// without gcsfs, an unknown protocol: one line, no traceback
+    except (ImportError, ValueError) as err:  # no traceback: the user fixes it with a pip install or another URL
         from rlexp.errors import RlexpError
 
-        raise RlexpError(f"{path}: {str(err).splitlines()[0]} (pip install gcsfs for gs://)") from None
+        protocol = str(path).split("://", 1)[0] if "://" in str(path) else ""
+        fix = "pip install gcsfs" if protocol in ("gs", "gcs") else f"install fsspec's backend for {protocol}://"
+        raise RlexpError(f"{f'{key}={path}' if key else path}: {str(err).splitlines()[0]}; {fix}") from None
+
+
+_fs = filesystem
 
 
 def exists(path: str) -> bool:

@@ -176,9 +176,15 @@ def test_cfg_job_refuses_a_wrong_type_before_composing(tmp_path) -> None:
     out = rlexp("--cfg", "job", "trainer.eval_k=[1,x]", cwd=tmp_path)
     assert out.returncode == 2 and out.stdout == "", out.stdout
     assert out.stderr.splitlines() == [
-        "rlexp: error: trainer.eval_k='[1,x]': Value 'x' of type 'str' could not be converted to Integer; "
-        "give a list of integers, e.g. [1,2]"
+        "rlexp: error: trainer.eval_k='[1,x]': 'x' is not an integer; give null (each power of two up to "
+        "trainer.eval_samples), an integer k or a list of them, e.g. [1,4]"
     ]
+
+
+def test_cfg_job_takes_one_k_for_eval_k(tmp_path) -> None:
+    """`trainer.eval_k=4` (pass@1 and pass@4) was refused with OmegaConf's "AnyNode is not a ListConfig"."""
+    out = rlexp("--cfg", "job", "trainer.eval_k=4", cwd=tmp_path)
+    assert out.returncode == 0 and "  eval_k: 4\n" in out.stdout, out.stderr
 
 
 def test_a_free_form_key_hydra_cannot_set_says_how_to_add_it(tmp_path) -> None:

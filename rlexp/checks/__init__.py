@@ -1,7 +1,8 @@
 """Checks before heavy work: every rule a config must pass, and the data/reward/sampling preflight.
 
 `check_config` is the one call the entry points and the launchers make before anything is loaded (a run's
-plan, rlexp.train.plan, makes it in two halves: `check_values`, then `check_rules`): the config layer's rules
+plan, rlexp.train.plan, makes it in two halves: `check_values`, then `check_rules`): the algorithm's rules
+(`rlexp.algorithms.registry.check_algorithm`: the shared ones and its spec's), the config layer's rules
 (types, ranges, mesh, context length), the model family's (`rlexp.families.rules`), the memory fit
 (`rlexp.estimates.memory.check_fits`), plus the names that only the registries of the data and reward layers
 know. The preflight (`rlexp.checks.data_preflight`)
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlexp.algorithms.registry import check_algorithm
 from rlexp.config.schema import RlexpConfig
 from rlexp.config.validate import check_rules as check_config_rules
 from rlexp.config.values import check_values
@@ -32,6 +34,7 @@ def check_config(cfg: RlexpConfig) -> dict[str, Any]:
 def check_rules(cfg: RlexpConfig) -> dict[str, Any]:
     """`check_config` once `check_values` passed (rlexp.train.plan checks the values first, before it asks
     whether a remote launcher takes the job); returns the memory estimate."""
+    check_algorithm(cfg)  # trainer.algorithm's spec: its keys, its models (OPD's teacher), its rules
     check_config_rules(cfg)  # the config layer's rules across keys
     check_family(cfg)  # source, family, extras, base vs -it hub id, what the family's implementation supports
     memory = check_fits(cfg)  # chips of known memory only (TPU/GPU slices); the message carries the numbers

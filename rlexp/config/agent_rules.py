@@ -78,12 +78,5 @@ def check_agent(cfg: RlexpConfig) -> None:
             re.compile(a.answer_pattern)
         except re.error as err:
             raise ConfigError("agent.answer_pattern", a.answer_pattern, f"not a regular expression: {err}") from None
-    if t.algorithm not in ("grpo", "gspo", "drgrpo"):  # their learners take the episode mask (train/episodes.py)
-        raise ConfigError(
-            "trainer.algorithm",
-            t.algorithm,
-            "agent=tools trains with grpo, gspo or drgrpo (dapo's dynamic sampling and ppo's critic do not take "
-            "the episode mask yet); use one of them",
-        )
     if t.rollout.engine != "vanilla":
         raise ConfigError("trainer.rollout.engine", t.rollout.engine, "agent=tools samples with vanilla; use it")

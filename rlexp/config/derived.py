@@ -1,4 +1,4 @@
-"""Values derived from a config that several layers need: the trainer mesh and the reference model.
+"""Values derived from a config that several layers need: the trainer mesh.
 
 Each is computed here and nowhere else, so the validation rules, the memory estimate and the trainer
 cannot disagree. Pure Python: no JAX.
@@ -31,12 +31,13 @@ def resolve_mesh(s: SliceConfig) -> tuple[int, int]:
     return fsdp, tp
 
 
-def needs_reference(t: TrainerConfig) -> bool:
-    """Whether the loss needs a frozen reference policy: for the KL term (beta > 0; DAPO has none)."""
-    return bool(t.beta)
+# trainer.kl_estimator -> Tunix's kl_loss_mode / PPO kl_method (tunix.rl.common.compute_kl_divergence)
+KL_ESTIMATORS = {"k3": "low_var_kl", "low_var_kl": "low_var_kl", "kl": "kl", "mse": "mse_kl"}
 
 
-def loads_reference_copy(t: TrainerConfig) -> bool:
-    """Whether a second copy of the weights is loaded as the reference. With LoRA the frozen base the
-    adapters sit on is the reference itself, so no copy is made."""
-    return needs_reference(t) and t.lora.rank == 0
+def tunix_kl_mode(t: TrainerConfig) -> str:
+    """Tunix's name of the trainer's KL estimator; ConfigError naming the key for any other value."""
+    mode = KL_ESTIMATORS.get(t.kl_estimator)
+    if mode is None:
+        raise ConfigError("trainer.kl_estimator", t.kl_estimator, "use one of k3 (alias low_var_kl), kl, mse")
+    return mode

@@ -26,7 +26,25 @@ ALIASES = {
     "bs": "batch_size",
     "kl": "beta",
     "kl_coef": "beta",
+    "kl_method": "kl_estimator",  # trainer.ppo.kl_method became trainer.kl_estimator (one key for every algorithm)
 }
+
+# Keys that moved into an algorithm's node (rlexp.algorithms): the old key (or a node below it) -> the new one.
+# A config or override that still sets one is refused in one line naming the new key.
+MOVED = {
+    "trainer.epsilon_high": "trainer.dapo.epsilon_high",
+    "trainer.dynamic_sampling": "trainer.dapo.dynamic_sampling",
+    "trainer.overlong": "trainer.dapo.overlong",
+}
+
+
+def moved_to(key: str) -> str | None:
+    """The key `key` moved to (`trainer.overlong.penalty` -> trainer.dapo.overlong.penalty); None if it did not."""
+    plain = re.sub(r"\[\d+\]", "", key.lstrip("+~"))
+    for old, new in MOVED.items():
+        if plain == old or plain.startswith(old + "."):
+            return new + plain[len(old) :]
+    return None
 
 
 def _field_types(cls: type) -> dict[str, Any]:
@@ -86,6 +104,9 @@ def key_fix(key: str, root: type = RlexpConfig) -> str:
 
 
 def unknown_key_error(key: str, value: Any, root: type = RlexpConfig) -> ConfigError:
+    new = moved_to(key) if root is RlexpConfig else None
+    if new is not None:
+        return ConfigError(key.lstrip("+~"), value, f"moved: use {new}")
     return ConfigError(key.lstrip("+~"), value, f"no such key; {key_fix(key, root)}")
 
 

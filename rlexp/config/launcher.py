@@ -6,6 +6,8 @@ Kept free of heavy imports: Hydra imports every plugin at start-up.
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass, field
 
 PATHWAYS_IMAGES = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways"
@@ -90,11 +92,53 @@ class GkeLauncherConf:
     preflight: bool = True
 
 
+# An OCI image reference, as container runtimes parse it: [host[:port]/]path[:tag][@algorithm:hex]; the path's
+# components are lower-case alphanumerics joined by '.', '_', '__' or dashes.
+_HOST = r"(?:\[[0-9A-Fa-f:]+\]|[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*)"
+_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_NAME = rf"(?:{_HOST}(?::[0-9]+)?/)?{_PART}(?:/{_PART})*"
+_DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9A-Fa-f]{32,}"
+IMAGE_REFERENCE = re.compile(rf"(?P<name>{_NAME})(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?(?:@(?P<digest>{_DIGEST}))?")
+IMAGE_FIX = "use <registry>/<repository>[:tag][@sha256:<64 hex digits>], the repository in lower case"
+
+
+def check_image(key: str, image: str | None, env: str | None = None) -> None:
+    """`image` must parse as an OCI image reference (a pod with another would never pull it); `env`: the variable
+    the value came from, named in the error."""
+    if image is None:
+        return
+    from rlexp.errors import ConfigError
+
+    found = IMAGE_REFERENCE.fullmatch(image)
+    digest = (found.group("digest") or "") if found else ""
+    sha_ok = not digest.startswith("sha256:") or len(digest) == len("sha256:") + 64
+    if found and len(found.group("name")) <= 255 and sha_ok:
+        return
+    origin = f" (set by env {env})" if env and os.environ.get(env) == image else ""
+    what = "an empty name" if not image.strip() else "not an OCI image reference"
+    raise ConfigError(key, image, f"{what}{origin}; {IMAGE_FIX}")
+
+
 def check_settings(conf: GkeLauncherConf) -> None:
-    """Numbers of `hydra.launcher` a JobSet would carry: counts >= 0, finite polling and timeouts."""
+    """Values of `hydra.launcher` a JobSet would carry: counts >= 0, finite polling and timeouts, image references
+    (RLEXP_IMAGE's too), a Kueue queue name."""
     import math
 
     from rlexp.errors import ConfigError
+
+    check_image("hydra.launcher.image", conf.image, "RLEXP_IMAGE")  # a dry run too: its manifest would not start
+    for name in ("proxy_image", "server_image", "worker_image"):
+        check_image(f"hydra.launcher.{name}", getattr(conf, name))
+    if not str(conf.queue or "").strip():  # an empty label value is valid YAML and Kubernetes: Kueue admits nothing
+        raise ConfigError(
+            "hydra.launcher.queue", conf.queue, "name the Kueue LocalQueue of the namespace (kubectl get localqueues)"
+        )
+    if conf.kueue_priority_class is not None and not conf.kueue_priority_class.strip():
+        raise ConfigError(
+            "hydra.launcher.kueue_priority_class",
+            conf.kueue_priority_class,
+            "name a WorkloadPriorityClass (kubectl get workloadpriorityclasses), or null for none",
+        )
 
     for name in ("max_restarts", "termination_grace_period_s", "ttl_after_finished_s"):
         value = getattr(conf, name)

@@ -20,12 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from rlexp.config.keys import key_fix, schema_field
+from rlexp.config.values import eval_k_refusal
 from rlexp.errors import ConfigError, RlexpError
 
 GRAMMAR_FIX = "write key=value, a sweep as key=a,b or key=range(1,4), and quote values holding , ( ) [ ] { } or spaces"
 _KINDS = {int: "an integer", float: "a float", bool: "true or false", str: "a string"}
 _LISTS = {int: "integers, e.g. [1,2]", float: "floats, e.g. [0.5,1]", bool: "booleans, e.g. [true,false]"}
 _LISTS[str] = "strings, e.g. [a,b]"
+# keys the schema types `Any` because OmegaConf has no type for what they take: the reason a value is refused
+OWN_CHECKS = {"trainer.eval_k": eval_k_refusal}
 
 
 def check_overrides(overrides: Sequence[str], conf_dir: str, *, multirun: bool = False) -> None:
@@ -165,6 +168,13 @@ def _check_key(key: str, override: Any, raw: str, *, added: bool) -> None:
         return
     if added and found.fixed:
         raise RlexpError(f"{key}={raw}: the key exists already; set it without the + ({key}={raw})")
+    own_check = OWN_CHECKS.get(key)
+    if own_check is not None:  # an `Any` field with a type of rlexp's own (rlexp.config.values)
+        for value in _choices(override):
+            reason = None if isinstance(value, str) and "${" in value else own_check(value)
+            if reason is not None:
+                raise ConfigError(key, raw if not override.is_sweep_override() else _typed_text(value), reason)
+        return
     kind = value_kind(found.hint)
     if kind is None:
         return  # a dataclass node, a list of them: what they accept is composing's to judge

@@ -211,6 +211,16 @@ class OverlongConfig:
 
 
 @dataclass
+class DapoConfig:
+    """DAPO's own keys (Yu et al. 2025; trainer=dapo, rlexp.algorithms.dapo): clip-higher, dynamic sampling and the
+    overlong shaping. Another algorithm refuses them set (rlexp.algorithms.registry)."""
+
+    epsilon_high: float | None = None  # clip-higher: the ratio's upper clip; null: trainer.epsilon
+    dynamic_sampling: DynamicSamplingConfig = field(default_factory=DynamicSamplingConfig)
+    overlong: OverlongConfig = field(default_factory=OverlongConfig)
+
+
+@dataclass
 class PpoConfig:
     """PPO (Schulman et al. 2017) through Tunix's learner: a critic, GAE over the completion's tokens, value
     clipping. The reward is given at the completion's last token; beta > 0 subtracts a KL penalty per token."""
@@ -221,14 +231,24 @@ class PpoConfig:
     gae_lambda: float = 0.95
     clip_range_value: float = 0.2  # the new value stays within this of the old one in the value loss
     entropy_coef: float = 0.0  # > 0 adds an entropy bonus to the policy loss
-    kl_method: str = "low_var_kl"  # kl | mse_kl | low_var_kl: the per-token KL penalty (beta > 0)
+
+
+@dataclass
+class OpdConfig:
+    """On-policy distillation (Agarwal et al. 2024; the Qwen3 report): the student samples, a frozen teacher's
+    per-token log-probabilities on those samples give each token's advantage, log pi_teacher - log pi_student
+    (the negated per-token reverse KL). rlexp.algorithms.opd."""
+
+    # a run dir of `python -m rlexp` (its newest actor checkpoint), one `<run dir>/checkpoints/actor/<step>`, or a
+    # Hugging Face folder (config.json + safetensors); its tokenizer must be the student's
+    teacher: str | None = None
 
 
 @dataclass
 class TrainerConfig:
     """The RL algorithm, optimizer, rollout sampling, evaluation and checkpoint cadence."""
 
-    algorithm: str = MISSING  # grpo | dapo | drgrpo | gspo | ppo
+    algorithm: str = MISSING  # a registered algorithm (rlexp.algorithms): grpo | dapo | drgrpo | gspo | ppo | opd
     max_steps: int = 300  # GRPO steps (one rollout batch and one optimizer update each)
     epochs: int = 1  # passes over the train split available to max_steps
     batch_size: int = 8  # prompts per step
@@ -247,12 +267,15 @@ class TrainerConfig:
     grad_clip: float = 1.0  # global-norm clipping; 0 disables
     # loss
     beta: float | None = 0.04  # KL coefficient; 0 skips the reference model; DAPO has none (null, refused if set)
+    # the per-token KL estimator of the loss (PPO: of the reward's KL penalty) and of the logged `kl`:
+    # k3 (alias low_var_kl) = r - 1 - log r with r = pi_ref / pi, >= 0 | kl = log pi - log pi_ref | mse = half its square
+    kl_estimator: str = "k3"
     epsilon: float = 0.2
-    epsilon_high: float | None = None  # DAPO clip-higher
     loss_agg_mode: str = "sequence-mean-token-mean"
-    dynamic_sampling: DynamicSamplingConfig = field(default_factory=DynamicSamplingConfig)
-    overlong: OverlongConfig = field(default_factory=OverlongConfig)
+    # each algorithm's own keys, in its node (rlexp.algorithms: its spec names the node); refused under another
+    dapo: DapoConfig = field(default_factory=DapoConfig)  # trainer=dapo only
     ppo: PpoConfig = field(default_factory=PpoConfig)  # trainer=ppo only
+    opd: OpdConfig = field(default_factory=OpdConfig)  # trainer=opd only
     # rollout
     temperature: float = 1.0
     top_p: float = 1.0
@@ -272,7 +295,9 @@ class TrainerConfig:
     eval_top_k: int | None = None
     eval_passes: int = 1  # MaxText's num_eval_passes
     eval_mode: str = "pass"  # pass (any of the passes) | maj (majority answer) | pass_at_1 (fraction)
-    eval_k: list[int] = field(default_factory=lambda: [1])  # pass@k and maj@k for each k <= eval_samples
+    # pass@k and maj@k for: null, each power of two up to eval_samples; an integer k, 1 and k; a list, 1 and each
+    # of its k (Any: OmegaConf types no int-or-list; rlexp.config.values checks the value, naming the key)
+    eval_k: Any = None
     samples_every: int = 50  # write prompt/completion rows to samples.jsonl
     # checkpoints
     checkpoint_every: int = 100

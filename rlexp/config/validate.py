@@ -14,10 +14,9 @@ import re
 from rlexp.config.agent_rules import check_agent
 from rlexp.config.derived import resolve_mesh
 from rlexp.config.schema import RlexpConfig, RolloutConfig, TrainerConfig
-from rlexp.config.values import check_values
+from rlexp.config.values import check_values, eval_k_refusal, eval_ks
 from rlexp.errors import ConfigError
 
-ALGORITHMS = ("grpo", "dapo", "drgrpo", "gspo", "ppo")
 LOSS_AGG_MODES = (
     "token-mean",
     "sequence-mean-token-mean",
@@ -48,7 +47,6 @@ def steps_available(cfg: RlexpConfig, train_rows: int) -> int:
 
 
 def _check_trainer(t: TrainerConfig) -> None:
-    _choice("trainer.algorithm", t.algorithm, ALGORITHMS)
     _choice("trainer.loss_agg_mode", t.loss_agg_mode, LOSS_AGG_MODES)
     _choice("trainer.lr_schedule", t.lr_schedule, ("cosine", "constant"))
     _choice("trainer.resume", t.resume, ("auto", "never"))
@@ -60,16 +58,10 @@ def _check_trainer(t: TrainerConfig) -> None:
         _positive(f"trainer.{key}", getattr(t, key))
     for key in ("weight_decay", "grad_clip", "final_lr_ratio"):
         _positive(f"trainer.{key}", getattr(t, key), allow_zero=True)
-    if t.num_generations < 2 and t.algorithm != "ppo":  # PPO's one completion: rlexp.config.algorithm_rules
-        raise ConfigError("trainer.num_generations", t.num_generations, "GRPO needs >= 2 completions per prompt")
     if not 0 <= t.warmup_ratio < 1:
         raise ConfigError("trainer.warmup_ratio", t.warmup_ratio, "use a fraction in [0, 1)")
     if not 0 < t.epsilon < 1:
         raise ConfigError("trainer.epsilon", t.epsilon, "use a clip range in (0, 1), e.g. 0.2")
-    if t.epsilon_high is not None and t.epsilon_high < t.epsilon:
-        raise ConfigError("trainer.epsilon_high", t.epsilon_high, f"must be >= trainer.epsilon={t.epsilon}")
-    if t.epsilon_high is not None and t.algorithm != "dapo":
-        raise ConfigError("trainer.epsilon_high", t.epsilon_high, "clip-higher is DAPO's: set trainer=dapo or null")
     if not 0 < t.top_p <= 1:
         raise ConfigError("trainer.top_p", t.top_p, "use a probability in (0, 1]")
     if t.top_k is not None and t.top_k < 1:
@@ -102,11 +94,12 @@ def _check_eval(t: TrainerConfig) -> None:
         s = getattr(t.eval_strategies, name)
         _check_sampling(f"trainer.eval_strategies.{name}.", s.temperature, s.top_p, s.top_k)
     _check_sampling("trainer.eval_", t.eval_temperature, t.eval_top_p, t.eval_top_k)
-    bad = [k for k in t.eval_k if not isinstance(k, int) or not 1 <= k <= t.eval_samples]
-    if bad or not t.eval_k:
-        raise ConfigError(
-            "trainer.eval_k", list(t.eval_k), f"use k values in [1, trainer.eval_samples={t.eval_samples}]"
-        )
+    reason = eval_k_refusal(t.eval_k)  # its type (check_values asks first), then its range
+    if reason is None and any(not 1 <= k <= t.eval_samples for k in eval_ks(t.eval_k, t.eval_samples)):
+        reason = f"use k values in [1, trainer.eval_samples={t.eval_samples}], or null for each power of two up to it"
+    if reason is not None:
+        shown = t.eval_k if isinstance(t.eval_k, int | None) else list(t.eval_k)
+        raise ConfigError("trainer.eval_k", shown, reason)
 
 
 def validate(cfg: RlexpConfig) -> None:

@@ -10,11 +10,12 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import re
 import string
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rlexp.compat.chat_jinja import compiled_chat_template
-from rlexp.config.algorithm_rules import check_algorithm_keys
 from rlexp.config.hardware import tpu_slice
 from rlexp.config.schema import RlexpConfig
 from rlexp.errors import ConfigError
@@ -30,6 +31,9 @@ CHOICES: dict[str, tuple[str, ...]] = {
 }
 # summary.json keys with a number (rlexp.train.session writes them); `objective=` must name one.
 EVAL_METRICS = ("pass_at_1", "greedy_accuracy", "accuracy", "partial_accuracy", "format_accuracy", "mean_reward")
+# and the sampled eval's pass@k and maj@k, one pair for each k of trainer.eval_k (eval_ks)
+SAMPLED_METRIC = re.compile(r"^(pass|maj)_at_([1-9][0-9]*)$")
+EVAL_K_FIX = "give null (each power of two up to trainer.eval_samples), an integer k or a list of them, e.g. [1,4]"
 SUMMARY_NUMBERS = (
     *(f"eval.{when}.{m}" for when in ("before", "after") for m in EVAL_METRICS),
     *(f"eval.gain.{m}" for m in EVAL_METRICS),
@@ -59,6 +63,18 @@ def _walk(node: Any, prefix: str) -> Any:
         yield prefix[:-1], node
 
 
+MODEL_SIZES = (
+    "num_layers",
+    "vocab_size",
+    "embed_dim",
+    "hidden_dim",
+    "num_heads",
+    "num_kv_heads",
+    "head_dim",
+    "max_context",
+)
+
+
 def check_finite(cfg: Any) -> None:
     """NaN or infinity in any number of the config (dict fields such as model.extra included)."""
     for key, value in _walk(cfg, ""):
@@ -79,13 +95,67 @@ def _at_least(key: str, value: int | None, lo: int, what: str = "") -> None:
         raise ConfigError(key, value, what or f"use an integer >= {lo}")
 
 
-def check_objective(objective: str) -> None:
-    """`objective=` must name a number summary.json will hold; checked before training, not after it."""
+def eval_ks(eval_k: Any, eval_samples: int) -> list[int]:
+    """The k of pass@k and maj@k an eval reports, sorted, 1 always among them: for `trainer.eval_k` null (the
+    default) each power of two up to `eval_samples` (4 samples: 1, 2, 4; 6 samples: 1, 2, 4); for an integer k,
+    1 and k (`eval_k=4` means "report pass@4"); for a list, 1 and its items. Their range is validate.py's."""
+    if eval_k is None:
+        chosen = [2**i for i in range(max(eval_samples, 1).bit_length())]
+    elif isinstance(eval_k, int):
+        chosen = [eval_k]
+    else:
+        chosen = list(eval_k)
+    return sorted({1, *chosen})
+
+
+def eval_k_refusal(value: Any) -> str | None:
+    """Why `trainer.eval_k` cannot hold `value` (None: it can): null, an integer or a non-empty list of integers.
+    The schema types it `Any` (OmegaConf has no int-or-list type), so the command line's pre-check
+    (rlexp.config.overrides) and check_values both ask this."""
+    if value is None:
+        return None
+    items = list(value) if isinstance(value, Sequence) and not isinstance(value, str) else [value]
+    if not items:
+        return f"an empty list reports no k; {EVAL_K_FIX}"
+    for k in items:
+        if isinstance(k, bool) or not isinstance(k, int):
+            return f"{str(k).lower() if isinstance(k, bool) else repr(k)} is not an integer; {EVAL_K_FIX}"
+    return None
+
+
+def eval_metric_names(metrics: Mapping[str, Any]) -> list[str]:
+    """The eval numbers of `metrics` in the order a summary shows them: EVAL_METRICS, then each k's pass@k and
+    maj@k by k."""
+    sampled = [(int(m.group(2)), m.group(1) != "pass", k) for k in metrics if (m := SAMPLED_METRIC.match(k))]
+    return [*EVAL_METRICS, *(k for _, _, k in sorted(sampled) if k not in EVAL_METRICS)]
+
+
+def check_objective(objective: str, ks: Sequence[int] | None = None) -> None:
+    """`objective=` must name a number summary.json will hold; checked before training, not after it. `ks`: the
+    k the evals report (eval_ks), for `eval.after.pass_at_<k>` and its kin; None accepts any k."""
+    where, _, metric = objective.partition(".")[2].partition(".")
+    sampled = SAMPLED_METRIC.match(metric) if objective.startswith("eval.") else None
+    if sampled and where in ("before", "after", "gain"):
+        k = int(sampled.group(2))
+        if ks is None or k in ks:
+            return
+        listing = ", ".join(map(str, ks))
+        raise ConfigError(
+            "objective",
+            objective,
+            f"the evals report k = {listing}; add {k} to trainer.eval_k (k <= trainer.eval_samples), or name one of "
+            "those",
+        )
     if objective not in SUMMARY_NUMBERS:
         near = difflib.get_close_matches(objective, SUMMARY_NUMBERS, n=1, cutoff=0.6)
         hint = f"did you mean {near[0]}? " if near else ""
         listing = ", ".join(SUMMARY_NUMBERS)
-        raise ConfigError("objective", objective, f"not a number summary.json holds; {hint}use one of {listing}")
+        raise ConfigError(
+            "objective",
+            objective,
+            f"not a number summary.json holds; {hint}use one of {listing}, or eval.after.pass_at_<k> (maj_at_<k>) "
+            "for a k of trainer.eval_k",
+        )
 
 
 def check_values(cfg: RlexpConfig) -> None:
@@ -97,10 +167,13 @@ def check_values(cfg: RlexpConfig) -> None:
         if value not in allowed:
             raise ConfigError(key, value, f"use one of {', '.join(allowed)}")
     t, d, s, v = cfg.trainer, cfg.dataset, cfg.slice, cfg.validate
-    check_algorithm_keys(t)  # DAPO's missing KL key, its dynamic sampling and overlong shaping
     for key, seed in (("seed", cfg.seed), ("dataset.seed", d.seed)):
         if not 0 <= seed < 2**32:  # numpy's and JAX's seeds: a traceback deep inside either
             raise ConfigError(key, seed, "use an integer in [0, 4294967295]")
+    for name in MODEL_SIZES:  # a zero context or layer count would surface as another key's error (or a traceback)
+        _at_least(
+            f"model.{name}", getattr(cfg.model, name), 1, "use an integer >= 1: the checkpoint's config.json value"
+        )
     _between("trainer.final_lr_ratio", t.final_lr_ratio, 0, 1)  # above 1 the cosine decay would rise
     _between("trainer.adam_b1", t.adam_b1, 0, 1, hi_open=True)
     _between("trainer.adam_b2", t.adam_b2, 0, 1, hi_open=True)
@@ -128,7 +201,10 @@ def check_values(cfg: RlexpConfig) -> None:
     price = cfg.cost.price_per_chip_hour  # here, not only in the cost estimate: a run must not start with it
     if price is not None and not price >= 0:
         raise ConfigError("cost.price_per_chip_hour", price, "use USD >= 0, or null for the list price")
-    check_objective(cfg.objective)
+    reason = eval_k_refusal(t.eval_k)
+    if reason is not None:
+        raise ConfigError("trainer.eval_k", t.eval_k, reason)
+    check_objective(cfg.objective, eval_ks(t.eval_k, t.eval_samples))
     check_perf_patches(list(cfg.perf.patches))
     check_templates(cfg.data_template, cfg.chat_template)
 

@@ -21,16 +21,34 @@ def _row(a: int, op: str, b: int, idx: int, split: str) -> Row:
     }
 
 
+MAX_ARITH_OPERAND = 999  # every problem is listed: (999 + 1)^2 pairs per operator is still quick
+
+
+def _int_param(cfg: DatasetConfig, name: str, default: int, lo: int, hi: int | None = None) -> int:
+    """`dataset.params.<name>` as an integer in [lo, hi], or one ConfigError naming it."""
+    value = cfg.params.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < lo or (hi is not None and value > hi):
+        span = f"in [{lo}, {hi}]" if hi is not None else f">= {lo}"
+        raise ConfigError(f"dataset.params.{name}", value, f"use an integer {span}")
+    return value
+
+
 @register("arith")
 def load_arith(cfg: DatasetConfig) -> Splits:
-    max_operand = int(cfg.params.get("max_operand", 9))
+    max_operand = _int_param(cfg, "max_operand", 9, 0, MAX_ARITH_OPERAND)
     ops = list(cfg.params.get("ops", ["+"]))
     for op in ops:
         if op not in _OPS:
             raise ConfigError("dataset.params.ops", ops, f"use operators from {', '.join(_OPS)}")
     problems = list(itertools.product(range(max_operand + 1), ops, range(max_operand + 1)))
-    if cfg.eval_size >= len(problems):
-        raise ConfigError("dataset.eval_size", cfg.eval_size, f"only {len(problems)} distinct problems exist")
+    if cfg.eval_size >= len(problems):  # operands 0..n give (n + 1)^2 pairs per operator
+        need = next(n for n in range(MAX_ARITH_OPERAND + 1) if (n + 1) ** 2 * len(ops) > cfg.eval_size)
+        raise ConfigError(
+            "dataset.params.max_operand",
+            max_operand,
+            f"gives only {len(problems)} distinct problems, not more than dataset.eval_size={cfg.eval_size}; raise "
+            f"it to >= {need} or lower dataset.eval_size",
+        )
     rng = random.Random(cfg.seed)
     rng.shuffle(problems)
     held_out, pool = problems[: cfg.eval_size], problems[cfg.eval_size :]
@@ -44,9 +62,15 @@ def load_arith(cfg: DatasetConfig) -> Splits:
 def load_sums(cfg: DatasetConfig) -> Splits:
     """`a+b+c=` with `terms` operands from `min_operand` to `max_operand`: sums the tiny models rarely get right
     alone, and do with a calculator (experiment=tools_demo). Eval rows are problems no train row repeats."""
-    terms, lo, hi = (int(cfg.params.get(k, d)) for k, d in (("terms", 3), ("min_operand", 10), ("max_operand", 99)))
-    if terms < 2 or not 0 <= lo <= hi:
-        raise ConfigError("dataset.params", dict(cfg.params), "use terms >= 2 and 0 <= min_operand <= max_operand")
+    terms, lo = _int_param(cfg, "terms", 3, 2), _int_param(cfg, "min_operand", 10, 0)
+    hi = _int_param(cfg, "max_operand", 99, lo)
+    if (hi - lo + 1) ** terms <= cfg.eval_size:  # the held-out draw below would never end
+        raise ConfigError(
+            "dataset.params.max_operand",
+            hi,
+            f"operands {lo}..{hi} give only {(hi - lo + 1) ** terms} distinct sums of {terms}, not more than "
+            f"dataset.eval_size={cfg.eval_size}; widen the range or lower dataset.eval_size",
+        )
     rng = random.Random(cfg.seed)
 
     def row(ops: tuple[int, ...], idx: int, split: str) -> Row:

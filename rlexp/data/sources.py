@@ -25,15 +25,10 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 Record = dict[str, Any]
 
 
-def _fs(path: str) -> tuple[Any, str]:
-    import fsspec
+def _fs(path: str, key: str | None = None) -> tuple[Any, str]:
+    from rlexp.storage import filesystem
 
-    try:
-        return fsspec.core.url_to_fs(path)
-    except (ImportError, ValueError) as err:
-        protocol = path.split("://", 1)[0]
-        extra = "gcsfs" if protocol in ("gs", "gcs") else f"the fsspec backend for {protocol}://"
-        raise RlexpError(f"cannot read {path}: {err}; install {extra}") from err
+    return filesystem(path, key)
 
 
 def is_path(source: str) -> bool:
@@ -54,7 +49,7 @@ def _format_of(path: str, fmt: str) -> str:
 
 def split_files(source: str, split: str | None, key: str = "dataset.source") -> list[str]:
     """The data files of one split: the source itself if it is a file, else `<split>*` files in the folder."""
-    fs, root = _fs(source)
+    fs, root = _fs(source, key)
     if not fs.exists(root):
         raise ConfigError(key, source, "no such file or folder")
     if not fs.isdir(root):

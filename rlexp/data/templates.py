@@ -215,6 +215,27 @@ def render_splits(
             system=system,
         )
 
-    return Splits(
+    out = Splits(
         train=render(splits.train, splits.spare_train), eval=render(splits.eval, splits.spare_eval), skipped=skipped
+    )
+    for name, kept, rows in (("train", out.train, splits.train), ("eval", out.eval, splits.eval)):
+        if rows and not kept and skipped.get("prompt_too_long"):
+            _every_prompt_too_long(name, [*rows, *getattr(splits, f"spare_{name}")], data, chat, tokenizer,
+                                   max_prompt_tokens, system)  # fmt: skip
+    return out
+
+
+def _every_prompt_too_long(
+    split: str, rows: list[Row], data: DataTemplateConfig, chat: ChatTemplateConfig, tokenizer: Any,
+    max_prompt_tokens: int | None, system: str | None,
+) -> None:  # fmt: skip
+    """The length filter left a split with no row: name the budget and the prompts' lengths, not the steps or the
+    eval split that come out empty later."""
+    lengths = [prompt_tokens(tokenizer, render_prompt(r, data, chat, tokenizer, system)) for r in rows]
+    raise ConfigError(
+        "trainer.max_prompt_tokens",
+        max_prompt_tokens,
+        f"every prompt of the {split} split is longer ({len(rows)} prompts of {min(lengths)} to {max(lengths)} tokens, "
+        f"as rendered by data_template and chat_template); raise it to at least {min(lengths)} "
+        f"(all: {max(lengths)}), with model.max_context >= max_prompt_tokens + trainer.max_completion_tokens",
     )

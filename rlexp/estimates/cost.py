@@ -28,7 +28,8 @@ import math
 import statistics
 from typing import Any
 
-from rlexp.config.derived import loads_reference_copy, trainer_devices
+from rlexp.algorithms.registry import algorithm_of, reference_copy
+from rlexp.config.derived import trainer_devices
 from rlexp.config.schema import RlexpConfig
 from rlexp.errors import ConfigError
 from rlexp.estimates.model_terms import BYTES, active_params, kv_cache_bytes_per_sequence, param_count
@@ -56,9 +57,6 @@ DECODE_BW_EFF = 0.3  # share of HBM bandwidth a decode step reaches (weights and
 # Measured seconds per GRPO step, (model, slice) -> (seconds, where measured).
 STEP_TIME_S: dict[tuple[str, str], tuple[float, str]] = {
     ("tiny", "cpu"): (0.056, "README: default run, 2-core CPU, steady state"),
-}
-PPO_STEP_TIME_S: dict[tuple[str, str], tuple[float, str]] = {
-    ("tiny", "cpu"): (0.10, "rlexp trainer=ppo, 2-core CPU, median step (docs/algorithms.md)"),
 }
 
 
@@ -106,10 +104,12 @@ def roofline_step_s(cfg: RlexpConfig) -> float | None:
     rollout_chips = (s.rollout_devices or trainer_devices(s)) * n_slices
     sequences = t.batch_size * t.num_generations
     tokens = sequences * (t.max_prompt_tokens + t.max_completion_tokens * cfg.cost.completion_fill)
-    per_token = 6 + (2 if loads_reference_copy(t) or bool(t.beta) else 0)  # policy fwd+bwd, reference fwd
-    if t.algorithm == "ppo":  # the old policy's log-probs, the critic's values, the critic's fwd+bwd
-        per_token += 2 + 2 + 6
-    train = per_token * active_params(m) * tokens * t.num_iterations / (train_chips * flops * MFU_TRAIN)
+    spec = algorithm_of(t)
+    per_token = 6 + (2 if reference_copy(t) or spec.needs_reference(t) else 0)  # policy fwd+bwd, reference fwd
+    # the algorithm's own passes (PPO: the old policy's log-probs, the critic's values and fwd+bwd) and model
+    own = spec.reference_model(cfg)
+    extra = 2 * spec.extra_forward_passes(t) * active_params(m) + (2 * active_params(own) if own is not None else 0)
+    train = (per_token * active_params(m) * t.num_iterations + extra) * tokens / (train_chips * flops * MFU_TRAIN)
     return train + _rollout_seconds(cfg, t.batch_size, t.num_generations, rollout_chips)
 
 
@@ -137,9 +137,8 @@ def step_time(cfg: RlexpConfig) -> tuple[float | None, str]:
         return float(c.step_time_s), "cost.step_time_s"
     if c.calibration:
         return calibrated_step_s(c.calibration), f"calibration {c.calibration}"
-    measured = STEP_TIME_S.get((cfg.model.name, cfg.slice.name))
-    if cfg.trainer.algorithm == "ppo":  # a PPO step also trains the critic: GRPO's measured times do not apply
-        measured = PPO_STEP_TIME_S.get((cfg.model.name, cfg.slice.name))
+    own = algorithm_of(cfg.trainer).measured_step_s  # e.g. PPO's: its step also trains the critic
+    measured = (STEP_TIME_S if own is None else own).get((cfg.model.name, cfg.slice.name))
     if measured:
         return measured[0], f"measured ({measured[1]})"
     rough = roofline_step_s(cfg)

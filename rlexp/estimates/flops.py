@@ -4,13 +4,14 @@ A token's forward pass costs 2 x the weights it passes through (`model_terms.act
 input lookups and unrouted experts not) plus attention's QK^T and AV products, 4 x layers x query heads x head_dim
 x the positions it attends to (half the sequence on average: causal). A step processes batch_size x
 num_generations sequences of max_prompt_tokens + the step's mean completion length: the rollout runs one forward
-pass over them, the reference one more when the loss needs it, the policy update fwd + bwd (3 x forward) per
-`num_iterations`. MFU = those FLOPs / step time / the slice's peak (`hardware.peak_flops`). Pure Python.
+pass over them, the reference one more when the loss needs it (or the algorithm's own model in that role, OPD's
+teacher, at its own size), the policy update fwd + bwd (3 x forward) per `num_iterations`, and what the algorithm's
+spec adds (`extra_forward_passes`: PPO's old policy and critic). MFU = those FLOPs / step time / the slice's peak (`hardware.peak_flops`). Pure Python.
 """
 
 from __future__ import annotations
 
-from rlexp.config.derived import needs_reference
+from rlexp.algorithms.registry import algorithm_of
 from rlexp.config.hardware import peak_flops
 from rlexp.config.schema import ModelConfig, RlexpConfig
 from rlexp.estimates.model_terms import active_params
@@ -26,11 +27,11 @@ def forward_flops_per_token(m: ModelConfig, seq_len: float) -> float:
 
 
 def passes_per_token(cfg: RlexpConfig) -> float:
-    """Forward-pass equivalents a step spends on each token: rollout 1, reference 1 (if used), update 3 each."""
+    """Forward-pass equivalents of the policy a step spends on each token: rollout 1, reference 1 (if used), update 3
+    each iteration, and the algorithm's own (its spec's `extra_forward_passes`)."""
     t = cfg.trainer
-    # PPO also runs the old policy and the critic over each token, and trains the critic (fwd + bwd)
-    ppo = 2.0 + 3.0 * t.num_iterations if t.algorithm == "ppo" else 0.0
-    return 1.0 + (1.0 if needs_reference(t) else 0.0) + 3.0 * t.num_iterations + ppo
+    spec = algorithm_of(t)
+    return 1.0 + (1.0 if spec.needs_reference(t) else 0.0) + 3.0 * t.num_iterations + spec.extra_forward_passes(t)
 
 
 def step_flops(cfg: RlexpConfig, completion_tokens: float) -> tuple[float, float]:
@@ -38,7 +39,9 @@ def step_flops(cfg: RlexpConfig, completion_tokens: float) -> tuple[float, float
     t = cfg.trainer
     seq_len = t.max_prompt_tokens + completion_tokens
     tokens = t.batch_size * t.num_generations * seq_len
-    return tokens, tokens * passes_per_token(cfg) * forward_flops_per_token(cfg.model, seq_len)
+    own = algorithm_of(t).reference_model(cfg)  # OPD's teacher: one forward at its own size
+    extra = forward_flops_per_token(own, seq_len) if own is not None else 0.0
+    return tokens, tokens * (passes_per_token(cfg) * forward_flops_per_token(cfg.model, seq_len) + extra)
 
 
 def step_rates(cfg: RlexpConfig, step_seconds: float, completion_tokens: float | None) -> dict[str, float]:

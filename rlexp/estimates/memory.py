@@ -2,9 +2,10 @@
 
 Pure Python (no JAX): the preflight, the launcher dry run and `--cfg` call it before any weight is
 read. The trainer shards every weight over all its devices (fsdp x tp), keeps AdamW's two moments
-in the parameter dtype, and holds a frozen reference copy when the loss needs one (`loads_reference_copy`: with LoRA the
-reference is the frozen base itself). The rollout KV cache holds batch_size x num_generations
-sequences of max_prompt_tokens + max_completion_tokens, split over the data-parallel devices that
+in the parameter dtype, and holds a frozen reference copy when the loss needs one (`reference_copy`: with LoRA the
+reference is the frozen base itself) or the algorithm's own model in that role (its spec's `reference_model`: OPD's
+teacher), and a critic when the algorithm trains one (`needs_critic`). The rollout KV cache holds batch_size x
+num_generations sequences of max_prompt_tokens + max_completion_tokens, split over the data-parallel devices that
 sample. `activations` is a rough bound for one training micro-batch (logits dominate for large
 vocabularies), not a measurement. The model's terms (`model_terms`: weights, adapter weights, cache per sequence)
 come from its family's spec; `check_fits` is the rule `rlexp.checks.check_config` runs with them.
@@ -14,7 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlexp.config.derived import loads_reference_copy, resolve_mesh, trainer_devices
+from rlexp.algorithms.registry import algorithm_of, reference_copy
+from rlexp.config.derived import resolve_mesh, trainer_devices
 from rlexp.config.hardware import HBM_GIB_PER_CHIP
 from rlexp.config.schema import RlexpConfig
 from rlexp.errors import ConfigError
@@ -47,9 +49,12 @@ def estimate_memory(cfg: RlexpConfig) -> dict[str, Any]:
     params = stored * p_bytes // chips
     optimizer = 2 * trainable * p_bytes // chips
     gradients = trainable * p_bytes // chips
-    reference = n_params * p_bytes // chips if loads_reference_copy(t) else 0
-    # PPO's critic: the same architecture and a value head, trained in full (weights, AdamW moments, gradients)
-    critic = 4 * (n_params + m.embed_dim + 1) * p_bytes // chips if t.algorithm == "ppo" else 0
+    spec = algorithm_of(t)
+    reference = n_params * p_bytes // chips if reference_copy(t) else 0
+    own = spec.reference_model(cfg)  # frozen: weights only
+    reference += param_count(own) * BYTES[own.param_dtype] // chips if own is not None else 0
+    # a critic (PPO's): the same architecture and a value head, trained in full (weights, AdamW moments, gradients)
+    critic = 4 * (n_params + m.embed_dim + 1) * p_bytes // chips if spec.needs_critic else 0
     tokens = t.max_prompt_tokens + t.max_completion_tokens
     sequences = t.batch_size * t.num_generations
     sampler_dp = s.rollout_devices // tp if s.rollout_devices else fsdp

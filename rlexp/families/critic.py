@@ -21,7 +21,7 @@ def load_critic(cfg: RlexpConfig, mesh: Any) -> Any:
     """The critic, sharded on `mesh`: trainer.ppo.critic's checkpoint (or the actor's) and a zero value head."""
     from flax import nnx
 
-    check_critic(cfg)
+    check_critic(cfg.model, cfg.trainer.algorithm)
     option = cfg.model
     if cfg.trainer.ppo.critic:
         option = dataclasses.replace(option, path=cfg.trainer.ppo.critic, hf_id=None)

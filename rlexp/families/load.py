@@ -29,7 +29,12 @@ def check_model_dir(cfg: ModelConfig) -> None:
     """A model folder on this machine (builtin or a local path): config.json agrees with the option and
     every safetensors file is whole. Pure Python, so the entry point runs it before JAX is imported;
     hub and gs:// models are checked once downloaded."""
-    if not cfg.path or "://" in cfg.path:
+    if not cfg.path:
+        return
+    if "://" in cfg.path:  # read once downloaded; that it can be read (gs:// needs gcsfs) is known now
+        from rlexp.storage import filesystem
+
+        filesystem(cfg.path, "model.path")
         return
     from rlexp.models.checkpoint import safetensors_files
 

@@ -4,7 +4,6 @@ supports (PPO's critic, experts split over FSDP). Pure Python."""
 
 from __future__ import annotations
 
-from rlexp.config.algorithm_rules import needs_critic
 from rlexp.config.derived import resolve_mesh
 from rlexp.config.model_rules import check_source
 from rlexp.config.schema import ModelConfig, RlexpConfig
@@ -51,7 +50,6 @@ def check_family(cfg: RlexpConfig) -> None:
     """The model option, and what the run asks of its family's implementation."""
     m, s = cfg.model, cfg.slice
     check_model_option(m)
-    check_critic(cfg)
     fam = family_of(m)
     experts = int(m.extra.get("num_experts") or 0) if fam.experts_over_fsdp else 0
     fsdp, _tp = resolve_mesh(s)
@@ -59,14 +57,14 @@ def check_family(cfg: RlexpConfig) -> None:
         raise ConfigError("slice.mesh.fsdp", s.mesh.fsdp, f"the FSDP size {fsdp} must divide the {experts} experts")
 
 
-def check_critic(cfg: RlexpConfig) -> None:
-    """An algorithm with a critic (PPO) needs a family whose model hands out its final hidden states."""
-    m, t = cfg.model, cfg.trainer
-    if needs_critic(t) and not family_of(m).critic:
+def check_critic(m: ModelConfig, algorithm: str) -> None:
+    """An algorithm with a critic (its spec's `needs_critic`: PPO) needs a family whose model hands out its final
+    hidden states; rlexp.algorithms.registry.check_algorithm asks."""
+    if not family_of(m).critic:
         able = [name for name, spec in families().items() if spec.critic]
         raise ConfigError(
             "trainer.algorithm",
-            t.algorithm,
-            f"PPO's critic reads the final hidden states, which Tunix 0.1.7's {m.family} model does not expose; "
-            f"use a model of family {', '.join(able)}",
+            algorithm,
+            f"{algorithm.upper()}'s critic reads the final hidden states, which Tunix 0.1.7's {m.family} model does "
+            f"not expose; use a model of family {', '.join(able)}",
         )

@@ -42,7 +42,8 @@ def plan(config: DictConfig) -> tuple[list[list[str]] | None, list[str]]:
         return None, list(params)
     from rlexp.launch.sweep_checks import check_expressions
 
-    check_expressions(parsed)  # an empty range or a step of 0: refused before sweep.json is written
+    grid = str(sweeper.get("_target_", "")).endswith("BasicSweeper")
+    check_expressions(parsed, grid=grid)  # an empty range, a step of 0, a bad interval: before sweep.json
     swept = []
     for o in parsed:
         key = o.get_key_element().lstrip("+")

@@ -126,8 +126,6 @@ def prepare(jobs: Sequence[Job], conf: GkeLauncherConf, *, single: bool = False)
         raise ConfigError(
             "hydra.launcher.output_root", conf.output_root, "use a bucket URL the pods can write, gs://..."
         )
-    if not str(conf.image or "").strip():  # a dry run too: the manifest it prints would not start
-        raise ConfigError("hydra.launcher.image", conf.image, "name the image, <registry>/rlexp@sha256:...")
     if not conf.dry_run and conf.image == PLACEHOLDER_IMAGE:
         raise ConfigError(
             "hydra.launcher.image",

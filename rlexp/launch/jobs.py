@@ -125,6 +125,12 @@ def cmd_logs(a: argparse.Namespace) -> int:
     if len(handles) != 1:
         raise RlexpError(f"{a.target} holds {len(handles)} jobs; give one job dir or JobSet name")
     h = handles[0]
+    if not h.submitted:  # no cluster has it: asking one would only report a kubeconfig problem
+        raise RlexpError(
+            f"{a.target}: JobSet {h.name} is a dry run (launcher.json state dry-run), never submitted, so no pod has "
+            "logs; its manifest is jobset.yaml there; submit it by running the same command without "
+            "hydra.launcher.dry_run=true"
+        )
     cluster = connect(h.context)
     pod = cluster.head_pod(h.name, h.namespace)
     if pod is None:

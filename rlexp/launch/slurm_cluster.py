@@ -66,6 +66,11 @@ def check_cluster(params: Mapping[str, Any]) -> None:
     limit = params.get("timeout_min")
     if limit is not None and not (isinstance(limit, int | float) and 0 < limit < 10**7):
         raise ConfigError("hydra.launcher.timeout_min", limit, "use the job's time limit in minutes, > 0")
+    wanted = params.get("partition")
+    if wanted is not None and not str(wanted).strip():  # '' would silently mean the cluster's default partition
+        raise ConfigError(
+            "hydra.launcher.partition", wanted, "name a partition (sinfo -s), or drop the key for the cluster's default"
+        )
     missing = [c for c in COMMANDS if shutil.which(c) is None]
     if missing:
         raise RlexpError(
@@ -87,7 +92,6 @@ def check_cluster(params: Mapping[str, Any]) -> None:
         )
     known = partitions()
     names = ", ".join(sorted(known)) or "none"
-    wanted = params.get("partition")
     if wanted:
         if wanted not in known:
             raise ConfigError(

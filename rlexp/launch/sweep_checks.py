@@ -14,13 +14,18 @@ from typing import Any
 from rlexp.errors import ConfigError, RlexpError
 
 
-def check_expressions(parsed: Sequence[Any]) -> None:
-    """Each sweep override of Hydra's parsed overrides yields at least one value; a range's step is not 0."""
+def check_expressions(parsed: Sequence[Any], *, grid: bool) -> None:
+    """Each sweep override of Hydra's parsed overrides yields at least one value; a range's step is not 0; an
+    interval is a search space (`grid`: the basic sweeper, which has none) whose low is below its high, above 0 on
+    a log scale."""
     for o in parsed:
-        if not o.is_sweep_override() or not o.is_discrete_sweep():  # interval(): the optuna sweeper's
+        if not o.is_sweep_override():
             continue
         key = o.get_key_element().lstrip("+~")
         text = o.input_line.partition("=")[2] if o.input_line else "?"
+        if not o.is_discrete_sweep():
+            _check_interval(key, text, o.value(), grid=grid)
+            continue
         if o.config_loader is None and text.startswith("glob("):
             continue  # it needs the config loader: the sweeper checks it
         step = getattr(o._value, "step", None)
@@ -35,6 +40,23 @@ def check_expressions(parsed: Sequence[Any]) -> None:
         if not values:
             fix = "no option of the group matches it" if text.startswith("glob(") else "it yields no value"
             raise ConfigError(key, text, f"an empty sweep: {fix}; give at least one value (stop > start for a range)")
+
+
+def _check_interval(key: str, text: str, interval: Any, *, grid: bool) -> None:
+    """`interval(low, high)` (optuna's search space; `tag(log, ...)`: a log scale): what optuna would refuse with a
+    traceback after sweep.json is written, and a grid sweep, which cannot draw from it, in one line first."""
+    if grid:
+        raise ConfigError(
+            key,
+            text,
+            "an interval is a search space for hydra/sweeper=optuna (add it, with hydra.sweeper.n_trials=N); the grid "
+            "sweeper takes values: a,b,c or range(start,stop,step)",
+        )
+    low, high = interval.start, interval.end
+    if low > high:
+        raise ConfigError(key, text, f"low {low:g} is above high {high:g}; write interval(low, high)")
+    if "log" in interval.tags and low <= 0:
+        raise ConfigError(key, text, f"a log interval needs low > 0, not {low:g}; raise it or drop tag(log, ...)")
 
 
 EXACT_UP_TO = 32  # sweeps up to this many jobs are checked job by job (~50 ms each)

@@ -12,15 +12,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-import fsspec
-
 from rlexp.errors import RlexpError, RunError
+from rlexp.storage import filesystem
 
 INDEX = "model.safetensors.index.json"
 
 
 def _fs(path: str) -> tuple[Any, str]:
-    fs, _, (root,) = fsspec.get_fs_token_paths(path)
+    fs, root = filesystem(path, "model.path")
     return fs, root.rstrip("/")
 
 

@@ -23,27 +23,27 @@ def find_checkpoint(target: Path) -> tuple[Path, Path, int]:
     if target.name.isdigit() and target.parent.name == "actor":
         root, step = target.parent, int(target.name)
         if not target.is_dir():
-            saved = _steps(root)
+            saved = saved_steps(root)
             have = f"saved steps: {', '.join(map(str, saved))}" if saved else "the run saved no checkpoint"
             raise RlexpError(f"checkpoint={target}: no such step; {have}")
         return root.parent.parent, root, step
     if not target.is_dir():
         raise RlexpError(f"checkpoint={target}: no such run dir; give a run dir or <run dir>/checkpoints/actor/<step>")
     root = target / "checkpoints" / "actor"
-    steps = _steps(root)
+    steps = saved_steps(root)
     if not steps:
         raise RlexpError(f"checkpoint={target}: no checkpoints/actor/<step> folder; pass a run dir that saved one")
     return target, root, steps[-1]
 
 
-def _steps(root: Path) -> list[int]:
+def saved_steps(root: Path) -> list[int]:
     return sorted(int(p.name) for p in root.iterdir() if p.name.isdigit() and p.is_dir()) if root.is_dir() else []
 
 
-def run_config(run_dir: Path) -> RlexpConfig:
+def recorded_config(run_dir: Path) -> Any:
+    """The run's recorded config (`.hydra/config.yaml`, its `hydra` node dropped) as a DictConfig; one line naming
+    the file when it is missing, not YAML, or not an rlexp config (a damaged copy)."""
     from omegaconf import OmegaConf
-
-    from rlexp.config.load import to_config
 
     path = run_dir / ".hydra" / "config.yaml"
     if not path.is_file():
@@ -51,13 +51,30 @@ def run_config(run_dir: Path) -> RlexpConfig:
     try:
         raw = OmegaConf.load(path)
         raw.pop("hydra", None)
+        OmegaConf.merge(OmegaConf.structured(RlexpConfig), raw)  # its shape: the schema's keys and types
+    except Exception as err:  # noqa: BLE001 - YAML or OmegaConf: the recorded config is unusable
+        raise _unusable(path, err) from None
+    return raw
+
+
+def _unusable(path: Path, err: BaseException) -> RunError:
+    return RunError(
+        f"{path}: not the config of an rlexp run ({str(err).splitlines()[0][:200]}); restore it from a copy"
+    )
+
+
+def run_config(run_dir: Path) -> RlexpConfig:
+    from omegaconf import OmegaConf
+
+    from rlexp.config.load import to_config
+
+    raw = recorded_config(run_dir)
+    try:
         return to_config(OmegaConf.merge(OmegaConf.structured(RlexpConfig), raw))
     except RlexpError:
         raise
-    except Exception as err:  # noqa: BLE001 - YAML or OmegaConf: the recorded config is unusable
-        raise RunError(
-            f"{path}: not the config of an rlexp run ({str(err).splitlines()[0][:200]}); restore it from a copy"
-        ) from None
+    except Exception as err:  # noqa: BLE001 - a value the schema refuses: the recorded config is unusable
+        raise _unusable(run_dir / ".hydra" / "config.yaml", err) from None
 
 
 def check_out(out: str) -> Path:
@@ -115,7 +132,11 @@ def write_shards(tensors: dict[str, np.ndarray], dest: Path, metadata: dict[str,
     (dest / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
 
 
-def restore_actor(model: Any, root: Path, step: int, *, lora_only: bool) -> None:
+def restore_actor(
+    model: Any, root: Path, step: int, *, lora_only: bool, other_step: str = "export another step ({steps})"
+) -> None:
+    """Restore the actor checkpoint `root/step` into `model`; one RunError line when it cannot be. `other_step`: the
+    command's fix when other steps were saved (`{steps}` lists them): export and eval each name their own."""
     from tunix.sft.checkpoint_manager import CheckpointManager
 
     from rlexp.compat.orbax import drop_failed_read_leftovers
@@ -126,8 +147,9 @@ def restore_actor(model: Any, root: Path, step: int, *, lora_only: bool) -> None
             model, step=step, restore_only_lora_params=lora_only
         )
     except Exception as err:  # noqa: BLE001 - orbax raises many types for a damaged checkpoint
-        others = [s for s in _steps(root) if s != step]
-        fix = f"export another step ({', '.join(map(str, others))})" if others else "retrain, or restore it from a copy"
+        others = [s for s in saved_steps(root) if s != step]
+        steps = ", ".join(map(str, others))
+        fix = other_step.format(steps=steps) if others else "retrain, or restore it from a copy"
         reason = f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"
         raise RunError(f"checkpoint={root}/{step}: cannot be restored ({reason}); {fix}") from err
     if restored != step:

@@ -40,13 +40,24 @@ _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
 class _Counters:
+    """The run's totals (`values`) and, for the step's metrics, what changed since the last `drain`."""
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.values = {"requests": 0, "retries": 0, "failed_batches": 0, "invalid_responses": 0}
+        self._drained = dict(self.values)
 
     def add(self, key: str, n: int = 1) -> None:
         with self._lock:
             self.values[key] += n
+
+    def drain(self) -> dict[str, float]:
+        """rewards/<name>/requests, retries, failed_batches, invalid_responses of the step: a service that was
+        ridden out through retries says so in the step's metrics."""
+        with self._lock:
+            out = {k: float(v - self._drained[k]) for k, v in self.values.items()}
+            self._drained = dict(self.values)
+        return out
 
 
 def _floats(payload: Any, n: int) -> list[float] | None:
@@ -232,6 +243,7 @@ def http_reward(
         return [v for batch in executor.map(post, batches) for v in batch]
 
     http.counters = counters.values  # type: ignore[attr-defined]
+    http.drain_metrics = counters.drain  # type: ignore[attr-defined]
     http.last_error = None  # type: ignore[attr-defined]
     http.close = lambda: executor.shutdown(wait=True)  # type: ignore[attr-defined]
     return http

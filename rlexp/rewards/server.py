@@ -119,14 +119,20 @@ class _Handler(BaseHTTPRequestHandler):
         self._reply(200, {"rewards": [float(r) for r in rewards]})
 
 
-def make_scorer(reward: str | None, function: str | None) -> Callable[..., list[float]]:
+def make_scorer(
+    reward: str | None, function: str | None, kwargs: dict[str, Any] | None = None
+) -> Callable[..., list[float]]:
+    """A user function, or the registered reward built with `kwargs` (its own check refuses bad ones first)."""
     if function:
         from rlexp.rewards.python_reward import load_function
 
         return load_function(function)
-    from rlexp.rewards.registry import make_reward_fn
+    from rlexp.rewards.registry import check_kwargs, known_reward_fns, make_reward_fn
 
-    return make_reward_fn(reward or "math")
+    name = reward or "math"
+    if name in known_reward_fns():
+        check_kwargs(name, kwargs, "reward.functions[].kwargs")
+    return make_reward_fn(name, kwargs)
 
 
 def start_server(

@@ -33,16 +33,20 @@ log = logging.getLogger(__name__)
 ROWS_KEY = "rlexp_rows"
 
 
-def carry_rows(cluster: Any, collector: MetricsCollector, clock: StepClock, every: int) -> None:
+def carry_rows(
+    cluster: Any, collector: MetricsCollector, clock: StepClock, every: int, updates_per_step: int = 1
+) -> None:
     """Wrap the actor trainer's `checkpoint_manager.save` (this instance): a save that will happen carries the
-    rows of its step and before that metrics.jsonl does not hold yet."""
+    rows of its step and before that metrics.jsonl does not hold yet. Saves are numbered by optimizer updates,
+    `updates_per_step` (num_iterations) to a step of `every` (checkpoint_every)."""
     trainer = cluster.actor_trainer
     manager = trainer.checkpoint_manager
     save = manager.save
 
     @functools.wraps(save)
-    def save_with_rows(step: int, model: Any, *args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("force") or step % every == 0:
+    def save_with_rows(update: int, model: Any, *args: Any, **kwargs: Any) -> Any:
+        step = update // updates_per_step
+        if kwargs.get("force") or update % (every * updates_per_step) == 0:
             from flax import nnx
 
             jax.block_until_ready(nnx.state(model))  # the update has ended: its time is known
@@ -52,19 +56,21 @@ def carry_rows(cluster: Any, collector: MetricsCollector, clock: StepClock, ever
             if rows and rows[-1]["step"] == step and STEP not in rows[-1]:
                 rows[-1][STEP] = clock.peek()  # the step's time, before the save (taken after it otherwise)
             kwargs["custom_metadata"] = {**(kwargs.get("custom_metadata") or {}), ROWS_KEY: rows}
-        return save(step, model, *args, **kwargs)
+        return save(update, model, *args, **kwargs)
 
     manager.save = save_with_rows
 
 
-def put_back_rows(trainer: Any, collector: MetricsCollector, written: set[int], evals: dict[str, Any]) -> list[int]:
+def put_back_rows(
+    trainer: Any, collector: MetricsCollector, written: set[int], evals: dict[str, Any], updates_per_step: int = 1
+) -> list[int]:
     """Put the restored checkpoint's rows that metrics.jsonl lacks (`written`: the steps it holds) back into the
     collector, each with its mid-run eval when evals.json has it; the steps put back, for the log."""
     rows = restored_checkpoint_metadata(trainer).get(ROWS_KEY) or []
     back = []
     for row in rows:
         step = int(row["step"])
-        if step in written or step > trainer.train_steps:
+        if step in written or step > trainer.train_steps // updates_per_step:
             continue
         metrics = {k: v for k, v in row.items() if k != "step"}
         if (ev := evals.get(str(step))) is not None:

@@ -41,12 +41,14 @@ def build_meshes(cfg: RlexpConfig) -> tuple[jax.sharding.Mesh, jax.sharding.Mesh
 
 
 def learning_rate_schedule(t: TrainerConfig) -> optax.Schedule:
-    """Linear warmup from 0 over warmup_ratio x max_steps, then cosine (or constant) to the end."""
-    warmup = int(t.warmup_ratio * t.max_steps)
+    """Linear warmup from 0 over warmup_ratio x max_steps, then cosine (or constant) to the end; in optimizer
+    updates, num_iterations per step (optax counts updates)."""
+    updates = t.max_steps * t.num_iterations
+    warmup = int(t.warmup_ratio * t.max_steps) * t.num_iterations
     if t.lr_schedule == "constant":
         decay = optax.constant_schedule(t.learning_rate)
     else:
-        decay = optax.cosine_decay_schedule(t.learning_rate, max(1, t.max_steps - warmup), alpha=t.final_lr_ratio)
+        decay = optax.cosine_decay_schedule(t.learning_rate, max(1, updates - warmup), alpha=t.final_lr_ratio)
     if warmup == 0:
         return decay
     return optax.join_schedules([optax.linear_schedule(0.0, t.learning_rate, warmup), decay], [warmup])
@@ -159,11 +161,11 @@ def build_cluster(
     train_mesh, rollout_mesh = meshes
     role_to_mesh = {rl.Role.ACTOR: train_mesh, rl.Role.REFERENCE: train_mesh, rl.Role.ROLLOUT: rollout_mesh}
     critic_optimizer = None
-    if critic is not None:  # trainer=ppo (rlexp.train.ppo): the critic trains on the actor's devices
-        from rlexp.train.ppo import critic_trainer_config
+    if critic is not None:  # an algorithm with a critic (trainer=ppo): the critic trains on the actor's devices
+        from rlexp.algorithms.registry import algorithm_of
 
         role_to_mesh[rl.Role.CRITIC] = train_mesh
-        critic_optimizer = build_optimizer(critic_trainer_config(t))
+        critic_optimizer = build_optimizer(algorithm_of(t).critic_trainer(t))
     training = rl.RLTrainingConfig(
         actor_optimizer=build_optimizer(t),
         critic_optimizer=critic_optimizer,
@@ -172,15 +174,16 @@ def build_cluster(
         train_micro_batch_size=t.micro_batch_size,
         rollout_micro_batch_size=t.rollout_micro_batch_size,
         compute_logps_micro_batch_size=t.micro_batch_size,
-        eval_every_n_steps=t.eval_every,  # Tunix's own eval needs an eval_ds, which rlexp does not pass
-        max_steps=t.max_steps,
+        # Tunix counts optimizer updates (num_iterations per rlexp step, one rollout): rlexp.train.hooks
+        eval_every_n_steps=t.eval_every * t.num_iterations,  # Tunix's own eval needs an eval_ds: none is passed
+        max_steps=t.max_steps * t.num_iterations,
         checkpoint_root_directory=f"{run_dir.rstrip('/')}/checkpoints",
         checkpointing_options=ocp.CheckpointManagerOptions(
             max_to_keep=t.keep_checkpoints,
             # every checkpoint_every steps (and on preemption); orbax's default would also save step 1
             save_decision_policy=ocp.checkpoint_managers.AnySavePolicy(
                 [
-                    ocp.checkpoint_managers.FixedIntervalPolicy(t.checkpoint_every),
+                    ocp.checkpoint_managers.FixedIntervalPolicy(t.checkpoint_every * t.num_iterations),
                     ocp.checkpoint_managers.PreemptionCheckpointingPolicy(),
                 ]
             ),
@@ -234,10 +237,13 @@ def _quiet(export: Any) -> Any:
 
 def build_learner(cfg: RlexpConfig, cluster: Any, reward_fns: list, metric_fns: list, refill: Any = None) -> Any:
     """Tunix's learner for trainer.algorithm, with trainer.rollout.async_rollout applied; `refill` (a callable
-    returning the next batch of prompts) feeds dynamic sampling (rlexp.train.dapo)."""
-    from rlexp.train.algorithms import algorithm_learner
+    returning the next batch of prompts) feeds dynamic sampling (rlexp.algorithms.dapo). The algorithm's spec
+    builds it (rlexp.algorithms)."""
+    from rlexp.algorithms.registry import LearnerInputs, algorithm_of
+    from rlexp.train.metrics import rlexp_metric_key
 
-    learner = algorithm_learner(cfg, cluster, reward_fns, metric_fns, refill)
+    inputs = LearnerInputs(cfg, cluster, list(reward_fns), list(metric_fns), refill, rlexp_metric_key)
+    learner = algorithm_of(cfg.trainer).build_learner(inputs)
     set_async_rollout(cfg, learner)
     return learner
 

@@ -6,7 +6,8 @@ Two draws per eval (docs/eval.md):
   scored as MaxText does under `trainer.eval_mode`: accuracy, partial and format accuracy, mean reward,
   correct/total. `greedy_accuracy` is the first pass's accuracy.
 - `trainer.eval_samples` completions per prompt at temperature 1 (top-p 1, no top-k): pass@k (unbiased) and
-  maj@k for each k of `trainer.eval_k`; `pass_at_1` is their mean correctness.
+  maj@k for each k of `trainer.eval_k` (rlexp.config.values.eval_ks: by default each power of two up to
+  eval_samples); `pass_at_1` is their mean correctness.
 Seeds are fixed, so evals before and after training draw the same noise; the rollout config carries them to
 every engine (Tunix's vanilla sampler and vLLM). Correct means the first reward function scores >=
 `reward.correct_threshold` (unweighted); the mean reward combines all of them as training does. Rewards are
@@ -28,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from rlexp.config.schema import RlexpConfig
+from rlexp.config.values import eval_ks
 from rlexp.envs import task_pass_at_1
 from rlexp.rewards import maxtext
 from rlexp.rewards.compose import (
@@ -173,7 +175,7 @@ def evaluate(
         flags, _ = scorer.score(rep_rows, sampled)
         n = t.eval_samples
         groups = [flags[i * n : (i + 1) * n] for i in range(len(rows))]
-        result.update(sampled_metrics(groups, sorted(set(t.eval_k) | {1})))
+        result.update(sampled_metrics(groups, eval_ks(t.eval_k, n)))
         result.update(task_pass_at_1(rep_rows, [s.correct for s in flags]))  # env=...: <task>/pass_at_1
         result["mean_length"] = float(np.mean([len(c) for c in sampled]))
         # first-pass completions that used all of max_completion_tokens without ending: the budget cuts answers

@@ -153,6 +153,7 @@ class StepContext:
     progress: Callable[[int], None]
     reward_error: Callable[[], RlexpError | None]  # the reward error budget's breach, once there is one
     global_steps: Callable[[], int]  # Tunix's count of finished global steps
+    updates_per_step: int = 1  # trainer.num_iterations: Tunix's train steps (optimizer updates) per rlexp step
 
 
 class StepHooks(TrainingHooks):
@@ -162,6 +163,10 @@ class StepHooks(TrainingHooks):
     and once more from close(), so rlexp acts in `on_train_step_start` instead: it runs before
     every optimizer update, after that step's rollout, with `train_steps` = updates done so far.
     A step's time is taken in `on_train_end`, which ends each update once it has finished.
+
+    An rlexp step is one rollout (a GRPO step): `updates_per_step` (num_iterations) optimizer updates, so the
+    hooks act at the first update of a rollout and time a step at its last; Tunix's `train_steps`, max_steps
+    and checkpoint numbers count updates (rlexp.train.cluster scales them).
     """
 
     def __init__(self, ctx: StepContext) -> None:
@@ -174,7 +179,11 @@ class StepHooks(TrainingHooks):
 
     def on_train_end(self, train_ctx: Any) -> None:
         # Tunix calls this when an actor update's `train` call ends, the update finished (rlexp.train.stepclock)
-        done, s = train_ctx.train_steps, self.ctx
+        s = self.ctx
+        updates, n = train_ctx.train_steps, s.updates_per_step
+        if updates % n:  # a rollout's earlier iterations: its step ends with its last update
+            return
+        done = updates // n
         if done > max(s.start_step, self._lapped):
             self._lapped = done
             s.collector.add(done, s.clock.lap())
@@ -190,11 +199,11 @@ class StepHooks(TrainingHooks):
         pass
 
     def on_train_step_start(self, train_ctx: Any) -> None:
-        done = train_ctx.train_steps  # model state = after `done` updates
-        if done == self._seen:
-            return
-        self._seen = done
         s = self.ctx
+        updates, n = train_ctx.train_steps, s.updates_per_step  # model state = after `updates` updates
+        if updates % n or updates // n == self._seen:  # not a rollout's first update, or seen
+            return
+        done = self._seen = updates // n  # rollout steps done
         s.flush_metrics(done - 1)  # actor metrics of step `done` are published during the next update
         s.record_files()  # the steps orbax has committed since
         s.set_rollout_seed(done + 2)  # the rollout of step done+1 has already run
@@ -203,12 +212,13 @@ class StepHooks(TrainingHooks):
         signalled, reward_failed = agree(done, s.stop.requested is not None, s.reward_error() is not None)
         if reward_failed:
             cause = s.reward_error() or RlexpError("reward error budget exceeded on another process")
-            self._stop(train_ctx, done, "reward error budget exceeded", cause)
+            self._stop(train_ctx, updates, "reward error budget exceeded", cause)
         if signalled:
             s.stop.stopped = s.stop.requested or "stop requested on another process"
-            self._stop(train_ctx, done, s.stop.stopped)
+            self._stop(train_ctx, updates, s.stop.stopped)
 
     def _stop(self, train_ctx: Any, step: int, reason: str, cause: RlexpError | None = None) -> None:
+        """Save a checkpoint at `step` (Tunix's count: optimizer updates) unless saved, and leave the loop."""
         # Tunix publishes a step's actor metrics (loss, kl, grad_norm) one update late; publish
         # them now so the last completed step is whole in metrics.jsonl before training stops.
         publish_pending_train_metrics(train_ctx)

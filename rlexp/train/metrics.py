@@ -3,7 +3,7 @@
 Tunix reports scalars through `jax.monitoring` as "<prefix>/<mode>/<name>" at a step
 (RL metrics at the global step, actor metrics at the train step; both 0-based). This module is
 the one place that maps those names to rlexp's stable names; rlexp steps are 1-based
-(step N = the N-th optimizer update, the same number the checkpoint of that step carries).
+(step N = the N-th rollout and its trainer.num_iterations optimizer updates; a checkpoint is numbered by updates).
 """
 
 from __future__ import annotations
@@ -92,9 +92,12 @@ class MetricsCollector:
     values are stored by (step, name), so repeats overwrite and order does not matter.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, updates_per_step: int = 1) -> None:
         self._lock = threading.Lock()
         self._by_step: dict[int, dict[str, float]] = defaultdict(dict)
+        # num_iterations > 1: an actor metric of a step is the mean over its updates (update -> value, by name)
+        self._updates: dict[tuple[int, str], dict[int, float]] = defaultdict(dict)
+        self.updates_per_step = updates_per_step
         self.active = True
 
     # --- metrax LoggingBackend protocol (used through MetricsLoggerOptions' custom_backend) ---
@@ -116,6 +119,11 @@ class MetricsCollector:
         # was incremented (also 1-based); rollout/reward metrics at the 0-based global step.
         step = int(step) if event.startswith(("actor/", "critic/", "perf/")) else int(step) + 1
         with self._lock:
+            if event.startswith(("actor/", "critic/")) and self.updates_per_step > 1:
+                update, step = step, -(-step // self.updates_per_step)  # updates 1..n are step 1's
+                values = self._updates[(step, name)]
+                values[update] = v
+                v = float(np.mean(list(values.values())))
             self._by_step[step][name] = v
 
     def close(self) -> None:
@@ -130,6 +138,8 @@ class MetricsCollector:
         """Records of every step <= last_step, in order, removed from the collector."""
         with self._lock:
             steps = sorted(s for s in self._by_step if s <= last_step)
+            for key in [k for k in self._updates if k[0] <= last_step]:
+                del self._updates[key]
             return [{"step": s, **dict(sorted(self._by_step.pop(s).items()))} for s in steps]
 
     def peek_until(self, last_step: int) -> list[dict[str, Any]]:

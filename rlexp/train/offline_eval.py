@@ -4,7 +4,9 @@ Hugging Face folder, on any dataset option's eval split with the run's templates
 The config is the run's own (`.hydra/config.yaml`) with the command's overrides on top: `group=option` takes that
 group from conf/ (`dataset=gsm8k`), `a.b=value` sets one key. A Hugging Face folder has no run: conf/'s default
 config with the overrides, and `model.path` the folder. The eval is the run's (rlexp.train.evaluate) on one
-device; the result goes to `<run dir>/eval/<name>.json` (a folder: `<folder>/eval/`), or `--out`.
+device; the result goes to `<run dir>/eval/<name>.json` (a folder: `<folder>/eval/`), or `--out`. Its `metrics`
+hold pass@k and maj@k for each k of `eval_k` (docs/eval.md); each of its `rows` holds the rendered prompt, so
+another tool can ask the model the same question.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from rlexp import storage
 from rlexp.checks import check_rules
 from rlexp.config.load import compose, to_config
 from rlexp.config.schema import GROUP_SCHEMAS, RlexpConfig
-from rlexp.errors import ConfigError, RlexpError
+from rlexp.config.values import eval_ks
+from rlexp.errors import ConfigError, RlexpError, RunError
 
 log = logging.getLogger(__name__)
 _ROOT_KEYS = {f.name for f in fields(RlexpConfig)} - set(GROUP_SCHEMAS)  # seed, run_name, ...
@@ -66,8 +69,9 @@ def eval_config(run_dir: Path | None, hf_dir: Path | None, overrides: list[str])
     if run_dir is None:
         cfg: DictConfig = compose([*groups, *keys, f"model.path={hf_dir}"])
     else:
-        cfg = OmegaConf.load(run_dir / ".hydra" / "config.yaml")  # type: ignore[assignment]
-        cfg.pop("hydra", None)
+        from rlexp.models.export import recorded_config
+
+        cfg = recorded_config(run_dir)  # a damaged .hydra/config.yaml: one line naming it
         fresh = compose(groups) if groups else None
         for g in groups:
             name = g.partition("=")[0]
@@ -123,8 +127,26 @@ def load_policy(conf: RlexpConfig, root: Path | None, step: int | None) -> Any:
         from rlexp.models.lora import apply_lora
 
         model = apply_lora(model, lora, None, seed=conf.seed)
-    restore_actor(model, root, step or 0, lora_only=lora.rank > 0)
+    restore_actor(model, root, step or 0, lora_only=lora.rank > 0, other_step=_other_step(root))
     return model
+
+
+def _other_step(root: Path) -> str:
+    """The fix when a step cannot be restored: evaluate another one (`{steps}`: the steps saved besides it)."""
+    return f"evaluate another step: rlexp eval {root.parent.parent} <step> (saved: {{steps}})"
+
+
+def check_restorable(root: Path, step: int) -> None:
+    """A checkpoint step that lost a file or holds a cut one, named before any weights load (orbax's own error,
+    later, would say less); the fix names the other saved steps."""
+    from rlexp.models.export import saved_steps
+    from rlexp.train.checkpoints import damage
+
+    why = damage(root / str(step))
+    if why is not None:
+        others = ", ".join(str(s) for s in saved_steps(root) if s != step)
+        fix = _other_step(root).format(steps=others) if others else "retrain, or restore the checkpoint from a copy"
+        raise RunError(f"checkpoint={root / str(step)}: cannot be restored ({why}); {fix}")
 
 
 def output_path(out: str | None, run_dir: Path | None, hf_dir: Path | None, name: str) -> str:
@@ -145,6 +167,8 @@ def run_offline_eval(
     from rlexp.tunix.sampler import eval_rollout_engine, rollout_classes
 
     run_dir, root, step, hf_dir = find_target(target, step)
+    if root is not None:
+        check_restorable(root, step or 0)
     conf = eval_config(run_dir, hf_dir, overrides)
     name = name or f"{conf.dataset.name}-" + (f"step{step}" if hf_dir is None else hf_dir.name)
     path = output_path(out, run_dir, hf_dir, name)
@@ -172,11 +196,14 @@ def run_offline_eval(
         "eval_mode": conf.trainer.eval_mode,
         "eval_passes": conf.trainer.eval_passes,
         "eval_samples": conf.trainer.eval_samples,
+        "eval_k": eval_ks(conf.trainer.eval_k, conf.trainer.eval_samples),  # the k of pass_at_<k>, maj_at_<k>
         "overrides": list(overrides),
         "seconds": round(time.perf_counter() - started, 2),
         "metrics": metrics,
+        # each row's prompt as rendered (data and chat template applied): the exact string sampled from, which the
+        # sampler tokenizes with the model's BOS in front; the completion is the first strategy pass's
         "rows": [
-            {"id": r["id"], "answer": r.get("answer"), "completion": c}
+            {"id": r["id"], "prompt": r["prompt"], "answer": r.get("answer"), "completion": c}
             for r, c in zip(rows, kept["completions"], strict=True)
         ],
         "dataset_config": asdict(conf.dataset),

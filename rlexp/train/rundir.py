@@ -7,6 +7,7 @@ Small-file IO (local paths or gs:// through fsspec, atomic local writes) is rlex
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from importlib import metadata
@@ -31,6 +32,7 @@ def check_run_dir(conf: Any, cfg: Any, run_dir: str) -> None:
     with another config than the one recorded in its config.yaml."""
     from omegaconf import OmegaConf
 
+    check_profile_dir(conf)  # before the run dir is made: a refused run leaves nothing behind
     if not storage.is_url(run_dir):
         try:
             Path(run_dir).mkdir(parents=True, exist_ok=True)
@@ -65,6 +67,20 @@ def check_run_dir(conf: Any, cfg: Any, run_dir: str) -> None:
             f"{run_dir} was trained with {key}={before.get(key)!r}; resume with the same config "
             "or choose another hydra.run.dir",
         )
+
+
+def check_profile_dir(conf: Any) -> None:
+    """`profile.dir` on this machine must be a folder the trace can be written into, checked before the run (JAX's
+    profiler fails only at the traced step, with a traceback). Nothing is created here."""
+    where = conf.profile.dir
+    if not conf.profile.steps or not where or storage.is_url(where):
+        return
+    path = Path(where).expanduser().absolute()
+    existing = next(p for p in (path, *path.parents) if p.exists())
+    if not existing.is_dir():
+        raise RunError(f"profile.dir={where}: {existing} is a file, not a folder; choose a folder for the trace")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise RunError(f"profile.dir={where}: {existing} is not writable; choose a folder you can write")
 
 
 def truncate_jsonl(path: str, max_step: int) -> set[int]:

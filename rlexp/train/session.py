@@ -16,6 +16,7 @@ import contextlib
 import logging
 import sys
 import time
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -24,10 +25,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlexp import log_setup, perf, storage
 from rlexp import tunix as tunix_seam
-from rlexp.config.derived import loads_reference_copy
+from rlexp.algorithms.registry import algorithm_of, reference_copy
 from rlexp.config.schema import RlexpConfig
 from rlexp.config.validate import check_steps
-from rlexp.config.values import EVAL_METRICS
+from rlexp.config.values import eval_metric_names
 from rlexp.data.templates import check_turn_markers, render_splits
 from rlexp.envs import load_rows, task_metrics
 from rlexp.errors import ConfigError, RlexpError, RunError
@@ -65,13 +66,29 @@ def batches(rows: list[dict[str, Any]], batch_size: int, epochs: int, seed: int,
             }
 
 
+def cycle_batches(make: Callable[[int], Iterator[dict]]) -> Callable[[], dict]:
+    """A refill source: the next batch of `make(pass)`, starting a new pass when one ends."""
+    state = {"pass": 0, "it": make(0)}
+
+    def next_batch() -> dict:
+        for _ in range(2):
+            try:
+                return next(state["it"])
+            except StopIteration:
+                state["pass"] += 1
+                state["it"] = make(state["pass"])
+        raise RuntimeError("the refill stream yields no batch")
+
+    return next_batch
+
+
 class TrainingSession:
     def __init__(self, plan: RunPlan, conf: RlexpConfig, cfg: DictConfig, stop: GracefulStop) -> None:
         """`stop`: SIGTERM / Ctrl-C while training (its handlers are installed around `learner.train`)."""
         self.plan, self.conf, self.cfg, self.run_dir, self.stop = plan, conf, cfg, plan.run_dir, stop
-        self.start_step = plan.resume_step  # the restored checkpoint's step, once the cluster is built
+        self.start_step = plan.resume_step // conf.trainer.num_iterations  # the restored step, set again once built
         self.path = lambda name: storage.join(plan.run_dir, name)  # noqa: E731
-        self.collector = MetricsCollector()
+        self.collector = MetricsCollector(updates_per_step=conf.trainer.num_iterations)
         self.reward_error: RlexpError | None = None
         self.evals: dict[str, dict[str, float]] = {}
         self.scorer: Any = None  # the eval's scorer over the run's reward functions, built at the first eval
@@ -112,17 +129,19 @@ class TrainingSession:
         self.meshes = build_meshes(self.conf)
         t = self.conf.trainer
         base = load_model(self.conf.model, self.meshes[0])
+        load_own = algorithm_of(t).load_reference  # the algorithm's own model in the reference role (OPD's teacher)
+        own = load_own(self.conf, self.meshes[0]) if load_own is not None else None
         if t.lora.rank > 0:
             from rlexp.models.lora import apply_lora
 
             # Only the adapters train; the frozen base they sit on is the reference policy itself.
-            return apply_lora(base, t.lora, self.meshes[0], seed=self.conf.seed), base
-        reference = load_model(self.conf.model, self.meshes[0]) if loads_reference_copy(t) else None
-        return base, reference
+            return apply_lora(base, t.lora, self.meshes[0], seed=self.conf.seed), base if own is None else own
+        reference = load_model(self.conf.model, self.meshes[0]) if reference_copy(t) else None
+        return base, reference if own is None else own
 
     def _load_critic(self) -> Any:
-        """PPO's value model (rlexp.families.critic); None for the other algorithms."""
-        if self.conf.trainer.algorithm != "ppo":
+        """The value model of an algorithm that trains one (PPO; rlexp.families.critic); None for the others."""
+        if not algorithm_of(self.conf.trainer).needs_critic:
             return None
         from rlexp.families.critic import load_critic
 
@@ -142,8 +161,6 @@ class TrainingSession:
     def _refill(self) -> Any:
         """Dynamic sampling's further prompts: the train split in its own shuffled order (seeded apart from the
         training order, a new order each pass), so the training order and its resume stay as without it."""
-        from rlexp.train.dapo import cycle_batches
-
         t = self.conf.trainer
         return cycle_batches(lambda n: batches(self.train_rows, t.batch_size, 1, self.conf.seed + 7919 * (n + 1)))
 
@@ -156,6 +173,7 @@ class TrainingSession:
             start_step=self.start_step,
             eval_every=self.conf.trainer.eval_every,
             max_steps=self.conf.trainer.max_steps,
+            updates_per_step=self.conf.trainer.num_iterations,
             collector=self.collector,
             clock=self.clock,
             stop=self.stop,
@@ -348,15 +366,22 @@ class TrainingSession:
             )
         learner = build_learner(self.conf, self.cluster, self.rewards.fns, [self.metric_fn], refill=self._refill())
         self.classes = tunix_seam.ran_classes(self.cluster, learner)  # summary.json: perf.classes
+        if t.num_iterations > 1:  # resume the data at the checkpoint's rollout (rlexp.tunix.learners)
+            from rlexp.tunix.learners import resume_data_per_rollout
+
+            resume_data_per_rollout(learner, t.num_iterations)
         if self.conf.agent.kind == "tools":  # rollouts become episodes of turns and tool calls
             from rlexp.train.episodes import EpisodeRunner, install
 
             self.episodes = EpisodeRunner(self.conf, tokenizer)
             install(learner, self.episodes)
-        self.start_step = start_step = self.cluster.actor_trainer.train_steps  # > 0 after a restore
+        # an rlexp step is one rollout: num_iterations optimizer updates, each a Tunix train step; checkpoints
+        # are numbered by updates, as Tunix restores them
+        n = t.num_iterations
+        self.start_step = start_step = self.cluster.actor_trainer.train_steps // n  # > 0 after a restore
         self.cluster.actor_trainer.with_training_hooks(StepHooks(self._step_context()))
-        self.clock.time_saves(self.cluster.actor_trainer.checkpoint_manager, t.checkpoint_every)
-        carry_rows(self.cluster, self.collector, self.clock, t.checkpoint_every)
+        self.clock.time_saves(self.cluster.actor_trainer.checkpoint_manager, t.checkpoint_every * n)
+        carry_rows(self.cluster, self.collector, self.clock, t.checkpoint_every, n)
         self.clock.time_close(self.cluster)
         self.profile = install_profiler(self.cluster.actor_trainer, self.conf, self.run_dir)  # profile.steps
         written: set[int] = set()  # the steps metrics.jsonl holds
@@ -373,7 +398,7 @@ class TrainingSession:
                 self.evals = storage.read_json(self.path("evals.json"))
             log.info("rlexp: resuming %s from step %d", self.run_dir, start_step)
             if self.primary and (
-                back := put_back_rows(self.cluster.actor_trainer, self.collector, written, self.evals)
+                back := put_back_rows(self.cluster.actor_trainer, self.collector, written, self.evals, n)
             ):
                 log.info("rlexp: rows of steps %s restored from checkpoint %d", ", ".join(map(str, back)), start_step)
         sink = rundir.JsonlSink if self.primary else rundir.NullSink
@@ -398,7 +423,7 @@ class TrainingSession:
                 status, stop_cause = ("failed" if stop.cause else "interrupted"), stop.cause
             finally:
                 stop_open_trace()  # profile.steps: a run that stopped inside the traced steps keeps its trace
-        steps = self.cluster.actor_trainer.train_steps
+        steps = self.cluster.actor_trainer.train_steps // n
         if status == "completed" and steps > self.start_step:
             self.collector.add(steps, self.clock.closing())
         if self._bar is not None:
@@ -467,7 +492,7 @@ class TrainingSession:
         if "before" in self.evals and "after" in self.evals:
             summary["eval"]["gain"] = {
                 k: self.evals["after"][k] - self.evals["before"][k]
-                for k in EVAL_METRICS
+                for k in eval_metric_names(self.evals["after"])
                 if k in self.evals["after"] and k in self.evals["before"]
             }
         summary["objective"]["value"] = rundir.dotted_get(summary, self.conf.objective)
@@ -479,7 +504,7 @@ class TrainingSession:
             f"\nrlexp run {s['run_name']}: {s['status']} after {s['train']['steps']} steps "
             f"in {s['train']['wall_seconds']:.1f} s  ({self.run_dir})"
         ]
-        for k in EVAL_METRICS:
+        for k in eval_metric_names(ev.get("after", {})):
             before, after = ev.get("before", {}).get(k), ev.get("after", {}).get(k)
             if before is not None and after is not None:
                 lines.append(f"  {k:<16} {before:.3f} -> {after:.3f}  ({after - before:+.3f})")

@@ -3,8 +3,11 @@
 `_generate_and_compute_advantage` and hands rlexp's code plain values through `Step`.
 
 - `hooked_learner_class(base)`: DAPO's overlong shaping (`Hooks.rewards`) and dynamic sampling
-  (`Hooks.examples`), rlexp.train.dapo;
-- `route_rollouts(learner, ...)`: agent=tools' episodes and their loss mask, rlexp.train.episodes.
+  (`Hooks.examples`), rlexp.algorithms.dapo;
+- `route_rollouts(learner, ...)`: agent=tools' episodes and their loss mask, rlexp.train.episodes;
+- `resume_data_per_rollout(learner, n)`: a resumed run's data fast-forward counted in rollouts (num_iterations);
+- `rewrite_examples(learner, rewrite)`: each rollout's TrainExample rewritten after Tunix built it (on-policy
+  distillation's per-token advantages, rlexp.algorithms.opd).
 """
 
 from __future__ import annotations
@@ -126,3 +129,23 @@ def route_rollouts(
         return dataclasses.replace(example, completion_mask=jnp.asarray(new))
 
     learner._generate_and_compute_advantage = generate_and_advantage
+
+
+def rewrite_examples(learner: Any, rewrite: Callable[[Any, Step], Any]) -> None:
+    """Make `learner` train on `rewrite(example, step)` of each TrainExample its `_generate_and_compute_advantage`
+    (guarded by its fingerprint) builds: Tunix's rollout, masks and log-probabilities, with what `rewrite` changes
+    (e.g. `example.replace(advantages=...)`). Wrapped on this instance; the class is untouched."""
+    from tunix.rl import rl_cluster as rl
+
+    own = learner._generate_and_compute_advantage
+
+    def generate_and_advantage(training_input: Any, mode: Any = rl.Mode.TRAIN) -> Any:
+        return rewrite(own(training_input, mode), Step(learner, mode))
+
+    learner._generate_and_compute_advantage = generate_and_advantage
+
+
+def resume_data_per_rollout(learner: Any, num_iterations: int) -> None:
+    """Tunix 0.1.7 fast-forwards a resumed run's data by the actor's update count, which counts each batch once per
+    iteration: with num_iterations > 1 it skipped batches never trained on. Counted in batches here."""
+    learner._last_iter_step //= num_iterations

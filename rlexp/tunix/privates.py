@@ -48,15 +48,19 @@ def _family(name: str) -> Callable[[RlexpConfig], bool]:
 
 
 def _dapo(conf: RlexpConfig) -> bool:
-    t = conf.trainer
-    return t.algorithm != "ppo" and (t.dynamic_sampling.enabled or t.overlong.enabled)
+    d = conf.trainer.dapo  # set only under trainer=dapo (rlexp.algorithms refuses them elsewhere)
+    return d.dynamic_sampling.enabled or d.overlong.enabled
+
+
+def _opd(conf: RlexpConfig) -> bool:
+    return bool(conf.trainer.opd.teacher)  # set only under trainer=opd
 
 
 PEFT = "tunix.sft.peft_trainer:PeftTrainer"
 CLUSTER = "tunix.rl.rl_cluster:RLCluster"
 SAMPLER = "tunix.generate.sampler:Sampler"
 GRPO = "tunix.rl.grpo.grpo_learner:GRPOLearner"
-DAPO_OFF = "set trainer.dynamic_sampling.enabled=false trainer.overlong.enabled=false"
+DAPO_OFF = "set trainer.dapo.dynamic_sampling.enabled=false trainer.dapo.overlong.enabled=false"
 
 PRIVATES: tuple[Private, ...] = (
     # checkpoint key mappings of Hugging Face safetensors (rlexp.tunix.checkpoints)
@@ -89,12 +93,18 @@ PRIVATES: tuple[Private, ...] = (
     # the lean rollout sets its sampler where Tunix's rollout keeps it; summary.json's perf.classes reads it
     Private(("_sampler",), "tunix.rl.rollout.vanilla_rollout:VanillaRollout", "__init__", "4609dba1af382c5f",
             "sampler"),
-    # DAPO's overrides (rlexp.tunix.learners, rlexp.train.dapo) and agent=tools' episodes (rlexp.train.episodes)
+    # DAPO's overrides (rlexp.tunix.learners, rlexp.algorithms.dapo), agent=tools' episodes (rlexp.train.episodes)
+    # and on-policy distillation's advantages (rlexp.algorithms.opd)
+    # the data fast-forward of a resumed run, counted in rollouts when trainer.num_iterations > 1
+    Private(("_last_iter_step",), "tunix.rl.rl_learner:RLLearner", "__init__", "a1b9a65345a977b1", "learners",
+            lambda c: c.trainer.num_iterations > 1, "run trainer.num_iterations=1, or " + patching.REINSTALL),
+    Private(("_last_iter_step", "_iter_steps"), "tunix.rl.rl_learner:RLLearner", "_prepare_data", "0ad2bc95d080c2f0",
+            "learners", lambda c: c.trainer.num_iterations > 1, "run trainer.num_iterations=1, or " + patching.REINSTALL),
     Private(("_compute_rewards",), "tunix.rl.rl_learner:RLLearner", "_compute_rewards", "d7ed414ff1072cf1",
             "learners", _dapo, DAPO_OFF),
     Private(("_generate_and_compute_advantage",), GRPO, "_generate_and_compute_advantage", "755b193e95aeeedb",
-            "learners", lambda c: _dapo(c) or c.agent.kind == "tools",
-            "run agent=single_turn and " + DAPO_OFF + ", or " + patching.REINSTALL),
+            "learners", lambda c: _dapo(c) or _opd(c) or c.agent.kind == "tools",
+            "run agent=single_turn and " + DAPO_OFF + " (trainer=opd needs it), or " + patching.REINSTALL),
 )  # fmt: skip
 
 

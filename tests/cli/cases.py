@@ -6,7 +6,10 @@ copy with a damaged checkpoint, {files} broken files, {models} damaged model fol
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
+
+from tests.helpers import REPO
 
 
 @dataclass(frozen=True)
@@ -16,6 +19,7 @@ class Case:
     says: str  # the error line holds this: the key or argument that was wrong
     run_dir: bool = False  # hash {run} before and after: a refused command leaves it as it was
     check: str | None = None  # an extra assertion of the test module, by name
+    env: tuple[tuple[str, str], ...] = ()  # environment variables the command runs with (RLEXP_IMAGE=...)
 
 
 def _c(cmd: str, code: int, says: str, **kw: object) -> Case:
@@ -55,17 +59,26 @@ RLEXP = [
     _c(f"rlexp sweep=lr_beta {RUN}", 2, "sweep='lr_beta': sweep is not in the defaults list; add it with +sweep"),
     _c(f"rlexp model=null {RUN}", 2, "model=None: a group takes one option's name"),
     _c(f"rlexp trainer.beta.x=1 {RUN}", 2, "trainer.beta.x='1': trainer.beta holds one value, not keys"),
-    _c(f"rlexp trainer.eval_k=[1,x] {RUN}", 2, "give a list of integers"),
+    _c(f"rlexp trainer.eval_k=[1,x] {RUN}", 2, "trainer.eval_k='[1,x]': 'x' is not an integer; give null"),
     _c(f"rlexp model.extra.x=1 {RUN}", 2, "model.extra.x='1': not in this config yet; add it with +model.extra.x=1"),
     _c(f"rlexp trainer.adam_b1=1.5 {RUN}", 2, "trainer.adam_b1=1.5"),
     _c(f"rlexp trainer.adam_b1=1.0 {RUN}", 2, "trainer.adam_b1=1.0"),
     _c(f"rlexp trainer.adam_b2=-0.1 {RUN}", 2, "trainer.adam_b2=-0.1"),
-    _c(f"rlexp trainer=dapo trainer.epsilon_high=nan {RUN}", 2, "trainer.epsilon_high=nan: use a finite number"),
+    _c(
+        f"rlexp trainer=dapo trainer.dapo.epsilon_high=nan {RUN}",
+        2,
+        "trainer.dapo.epsilon_high=nan: use a finite number",
+    ),
+    _c(
+        f"rlexp trainer=dapo trainer.epsilon_high=0.3 {RUN}",
+        2,
+        "trainer.epsilon_high='0.3': moved: use trainer.dapo.epsilon_high",
+    ),
     _c(f"rlexp trainer=dapo trainer.beta=0.04 {RUN}", 2, "trainer.beta=0.04: dapo has no KL term"),
     _c(
-        f"rlexp trainer=dapo trainer.overlong.buffer_tokens=9 {RUN}",
+        f"rlexp trainer=dapo trainer.dapo.overlong.buffer_tokens=9 {RUN}",
         2,
-        "trainer.overlong.buffer_tokens=9: use 1..trainer",
+        "trainer.dapo.overlong.buffer_tokens=9: use 1..trainer",
     ),
     _c(f"rlexp trainer.learning_rate=inf {RUN}", 2, "trainer.learning_rate=inf"),
     _c(f"rlexp +model.extra.scale=-inf {RUN}", 2, "model.extra.scale=-inf"),
@@ -231,6 +244,55 @@ RLEXP = [
         "did you mean trainer.learning_rate",
         check="sweep_failed",
     ),
+    # issue 42: each message names the key at fault and its fix
+    _c(f"rlexp model.max_context=0 {RUN}", 2, "model.max_context=0: use an integer >= 1"),
+    _c(f"rlexp dataset.params.max_operand=-1 {RUN}", 2, "dataset.params.max_operand=-1: use an integer in [0, 999]"),
+    _c(f"rlexp dataset.params.max_operand=0 {RUN}", 2, "dataset.params.max_operand=0: gives only 1 distinct problems"),
+    _c(f"rlexp profile.steps=1 profile.dir={{files}}/afile/prof {RUN}", 1, "profile.dir={files}/afile/prof: "),
+    *(  # without gcsfs only: with it the command would reach for the bucket
+        [_c(f"rlexp model.path=gs://rlexp-no-bucket/model {RUN}", 2, "model.path=gs://rlexp-no-bucket/model: ")]
+        if importlib.util.find_spec("gcsfs") is None
+        else []
+    ),
+    _c(
+        f"rlexp reward=code_tests dataset=jsonl dataset.source={REPO}/tests/fixtures/code/problems.jsonl "
+        f"dataset.answer_field=tests {RUN}",
+        2,
+        "trainer.max_prompt_tokens=16: every prompt of the train split is longer (11 prompts of 38 to 91 tokens",
+    ),
+    _c(
+        "rlexp -m hydra/sweeper=optuna hydra.sweeper.n_trials=2 trainer.learning_rate=interval(1e-2,1e-4) "
+        "hydra.sweep.dir={tmp}/sweep",
+        2,
+        "trainer.learning_rate='interval(1e-2,1e-4)': low 0.01 is above high 0.0001",
+        check="no_sweep_json",
+    ),
+    _c(
+        "rlexp -m hydra/sweeper=optuna hydra.sweeper.n_trials=2 trainer.learning_rate=tag(log,interval(-1,1e-2)) "
+        "hydra.sweep.dir={tmp}/sweep",
+        2,
+        "a log interval needs low > 0",
+        check="no_sweep_json",
+    ),
+    _c(
+        "rlexp -m trainer.learning_rate=interval(1e-4,1e-2) hydra.sweep.dir={tmp}/sweep",
+        2,
+        "trainer.learning_rate='interval(1e-4,1e-2)': an interval is a search space for hydra/sweeper=optuna",
+        check="no_sweep_json",
+    ),
+    _c(f"rlexp {TPU} hydra.launcher.queue= {RUN}", 2, "hydra.launcher.queue='': name the Kueue LocalQueue"),
+    Case(
+        ("rlexp", *TPU.split(" "), RUN),
+        2,
+        "hydra.launcher.image='Bad Image!!': not an OCI image reference (set by env RLEXP_IMAGE)",
+        env=(("RLEXP_IMAGE", "Bad Image!!"),),
+    ),
+    _c(
+        "rlexp -m hydra/launcher=slurm hydra.launcher.partition= hydra.sweep.dir={tmp}/sweep",
+        2,
+        "hydra.launcher.partition='': name a partition",
+        check="no_sweep_json",
+    ),
 ]
 
 VALIDATE = [
@@ -327,6 +389,7 @@ JOBS = [
     _c("rlexp.jobs logs {files}/nolauncher", 2, "no launcher.json"),
     _c("rlexp.jobs status", 2, "target: missing"),
     _c("rlexp.jobs --namespace", 2, "--namespace"),
+    _c("rlexp.jobs logs {files}/dryrun", 2, "JobSet dry-job is a dry run"),
 ]
 
 SERVE = [
@@ -348,6 +411,13 @@ SERVE = [
         "--function={files}/unparsable.py:f: cannot load it; SyntaxError",
     ),
     _c("rlexp.serve_reward --token-env RLEXP_TEST_NO_SUCH_VAR", 2, "--token-env=RLEXP_TEST_NO_SUCH_VAR"),
+    _c("rlexp.serve_reward --reward judge --port 0", 2, "--reward=judge: --kwarg model is missing"),
+    _c(
+        f"rlexp.serve_reward --reward judge --kwarg model=m --kwarg base_url=ftp://x --kwarg api_key={SECRET}",
+        2,
+        "--kwarg base_url='ftp://x': use the endpoint's http(s) URL",
+        check="no_secret",
+    ),
 ]
 
 TOOLS = [
@@ -387,6 +457,8 @@ RUN_DIR = [
     _c("rlexp.export {damaged}/../bad_config --out {tmp}/hf", 1, "not the config of an rlexp run"),
     _c("rlexp.report {run} --objective eval.after.nonexistent --out {tmp}/r.html", 2, "--objective=", run_dir=True),
     _c("rlexp.jobs status {run}", 2, "no launcher.json", run_dir=True),
+    _c("rlexp.eval {damaged}", 1, "checkpoints/actor/3: cannot be restored ("),
+    _c("rlexp.eval {damaged}/../bad_config", 1, "bad_config/.hydra/config.yaml: not the config of an rlexp run"),
 ]
 
 CASES = [*RLEXP, *VALIDATE, *REPORT, *EXPORT, *JOBS, *SERVE, *TOOLS]

@@ -46,6 +46,10 @@ def bad_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name, data in (("badlauncher", b'{"launcher": "gke", "handle": '), ("binlauncher", b"\x89PNG\r\n\x1a\n\x00")):
         (d / name).mkdir()
         (d / name / "launcher.json").write_bytes(data)
+    (d / "dryrun").mkdir()  # what hydra.launcher.dry_run=true leaves: a record of a JobSet never submitted
+    (d / "dryrun" / "launcher.json").write_text(
+        json.dumps({"launcher": "gke", "handle": "dry-job", "state": "dry-run"})
+    )
     (d / "nolauncher").mkdir()
     (d / "nolauncher" / "summary.json").write_text("{}")
     run = d / "binary_run"

@@ -62,8 +62,8 @@ def _command(case: Case, places: dict[str, str]) -> list[str]:
     return rlexp_command(*args[1:], module=args[0])
 
 
-def _run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    env = rlexp_env({k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"})
+def _run(cmd: list[str], cwd: Path, extra: tuple[tuple[str, str], ...] = ()) -> subprocess.CompletedProcess:
+    env = rlexp_env({**{k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}, **dict(extra)})
     return subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=env, timeout=300, stdin=subprocess.DEVNULL)
 
 
@@ -94,7 +94,7 @@ def outcomes(
         places = _places(request, case, tmp)
         planned[case] = (_command(case, places), tmp, places)
     with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 2)) as pool:
-        futures = {case: pool.submit(_run, cmd, tmp) for case, (cmd, tmp, _) in planned.items()}
+        futures = {case: pool.submit(_run, cmd, tmp, case.env) for case, (cmd, tmp, _) in planned.items()}
     return {case: (futures[case].result(), planned[case][2]) for case in planned}
 
 
@@ -123,7 +123,15 @@ def _id(case: Case) -> str:
 
 def test_the_table_covers_every_command() -> None:
     commands = {c.argv[0] for c in CASES + SLOW_CASES}
-    for cmd in ("rlexp", "rlexp.validate", "rlexp.report", "rlexp.export", "rlexp.jobs", "rlexp.serve_reward"):
+    for cmd in (
+        "rlexp",
+        "rlexp.validate",
+        "rlexp.report",
+        "rlexp.export",
+        "rlexp.eval",
+        "rlexp.jobs",
+        "rlexp.serve_reward",
+    ):
         assert cmd in commands, cmd
     assert {"scripts/make_tiny_model.py", "scripts/local_slurm.sh", "rlexp.models.tiny_random"} <= commands
     assert len(CASES) + len(SLOW_CASES) >= 100
@@ -142,6 +150,6 @@ def test_refused_command_leaves_the_run_dir(case: Case, request: pytest.FixtureR
     places = _places(request, case, tmp_path)
     run_dir = Path(places["run"]) if case.run_dir else None
     before = tree_hash(run_dir) if run_dir else None
-    check(case, _run(_command(case, places), tmp_path), places)
+    check(case, _run(_command(case, places), tmp_path, case.env), places)
     if run_dir is not None:
         assert tree_hash(run_dir) == before, "a refused command changed the run dir"

@@ -44,7 +44,9 @@ REFUSED = [
     ("trainer.max_steps=true", "give an integer"),
     ("compile_cache.enabled=maybe", "compile_cache.enabled='maybe': "),
     ("trainer.top_k=abc", "give an integer or null"),
-    ("trainer.eval_k=[1,x]", "give a list of integers, e.g. [1,2]"),
+    ("trainer.eval_k=[1,x]", "'x' is not an integer; give null (each power of two up to trainer.eval_samples)"),
+    ("trainer.eval_k=[]", "trainer.eval_k='[]': an empty list reports no k"),
+    ("trainer.eval_k=1.5", "trainer.eval_k='1.5': 1.5 is not an integer"),
     ("trainer.lora.rank=[1,2]", "give an integer"),
     ("trainer.learning_rate=null", "trainer.learning_rate='null': "),
     ("reward.functions.0.weight=heavy", "reward.functions.0.weight='heavy': "),
@@ -72,6 +74,8 @@ PASSED = [
     "compile_cache.enabled=yes",
     "trainer.beta=null",
     "trainer.eval_k=[1,2]",
+    "trainer.eval_k=4",  # an Any field with rlexp's own check: one k (OmegaConf refused it as no ListConfig)
+    "trainer.eval_k=null",
     "perf.patches=[]",
     "run_name=${model.name}",
     "model.num_layers=???",  # refused once composed, as an unset value

@@ -74,24 +74,30 @@ CASES = [
     (["trainer=dapo", "trainer.beta=0.04"], "trainer.beta", "no KL term", ["trainer=dapo"]),
     (["trainer.beta=null"], "trainer.beta", "needs a KL coefficient", ["trainer.beta=0"]),
     (
-        ["trainer=dapo", "trainer.dynamic_sampling.max_rounds=-1"],
-        "trainer.dynamic_sampling.max_rounds",
+        ["trainer=dapo", "trainer.dapo.dynamic_sampling.max_rounds=-1"],
+        "trainer.dapo.dynamic_sampling.max_rounds",
         "use 0",
-        ["trainer=dapo", "trainer.dynamic_sampling.max_rounds=0"],
+        ["trainer=dapo", "trainer.dapo.dynamic_sampling.max_rounds=0"],
     ),
     (
-        ["trainer=dapo", "trainer.overlong.penalty=-1"],
-        "trainer.overlong.penalty",
+        ["trainer=dapo", "trainer.dapo.overlong.penalty=-1"],
+        "trainer.dapo.overlong.penalty",
         ">= 0",
-        ["trainer=dapo", "trainer.overlong.penalty=0.5"],
+        ["trainer=dapo", "trainer.dapo.overlong.penalty=0.5"],
     ),
     (
-        ["trainer.epsilon_high=0.28"],
-        "trainer.epsilon_high",
-        "trainer=dapo",
-        ["trainer=dapo", "trainer.epsilon_high=0.28"],
+        ["trainer.dapo.epsilon_high=0.28"],
+        "trainer.dapo.epsilon_high",
+        "set trainer=dapo",
+        ["trainer=dapo", "trainer.dapo.epsilon_high=0.28"],
     ),
-    (["trainer=dapo", "trainer.epsilon_high=0.1"], "trainer.epsilon_high", ">= trainer.epsilon", ["trainer=dapo"]),
+    (
+        ["trainer=dapo", "trainer.dapo.epsilon_high=0.1"],
+        "trainer.dapo.epsilon_high",
+        ">= trainer.epsilon",
+        ["trainer=dapo"],
+    ),
+    (["trainer.ppo.gamma=0.9"], "trainer.ppo.gamma", "ppo's key", ["trainer=ppo", "trainer.ppo.gamma=0.9"]),
     (["trainer.resume=sometimes"], "trainer.resume", "auto, never", ["trainer.resume=never"]),
     (["trainer.algorithm=reinforce"], "trainer.algorithm", "grpo, dapo, drgrpo, gspo, ppo", ["trainer.algorithm=gspo"]),
     (["trainer.eval_prompts=500"], "trainer.eval_prompts", "eval split has 128 rows", ["trainer.eval_prompts=128"]),
@@ -112,6 +118,22 @@ CASES = [
         ["reward.functions.0.fn=arith_correct"],
     ),
     (["dataset.loader=nope"], "dataset.loader", "arith", ["dataset.loader=arith"]),
+    (["trainer.eval_k=8"], "trainer.eval_k", "[1, trainer.eval_samples=4]", ["trainer.eval_k=4"]),
+    (["trainer.eval_k=[2,8]"], "trainer.eval_k", "or null for each power", ["trainer.eval_k=[2,4]"]),
+    (
+        ["trainer.eval_k={a: 1}"],  # a YAML value the command line's pre-check does not see
+        "trainer.eval_k",
+        "is not an integer; give null",
+        ["trainer.eval_k=null"],
+    ),
+    (
+        ["objective=eval.after.pass_at_8"],
+        "objective",
+        "the evals report k = 1, 2, 4; add 8 to trainer.eval_k",
+        ["objective=eval.after.pass_at_8", "trainer.eval_samples=8"],
+    ),
+    (["objective=eval.after.maj_at_2", "trainer.eval_k=4"], "objective", "k = 1, 4", ["objective=eval.gain.maj_at_4"]),
+    (["objective=eval.after.pass_at_x"], "objective", "eval.after.pass_at_<k>", ["objective=eval.before.maj_at_1"]),
 ]
 
 
@@ -133,3 +155,14 @@ def test_steps_available_counts_epochs() -> None:
 def test_mesh_derives_fsdp_from_devices() -> None:
     assert resolve_mesh(compose_conf(["slice=cpu-4", "slice.mesh.fsdp=-1", "slice.mesh.tp=2"]).slice) == (2, 2)
     assert resolve_mesh(compose_conf(["slice=cpu-4"]).slice) == (4, 1)
+
+
+def test_eval_k_reports_powers_of_two_by_default_one_k_for_an_int() -> None:
+    """trainer.eval_k: null is each power of two up to eval_samples, an integer k is 1 and k, a list is 1 and
+    its items (1 always: pass@1 is the sampled eval's headline)."""
+    from rlexp.config.values import eval_ks
+
+    assert compose_conf([]).trainer.eval_k is None
+    assert [eval_ks(None, n) for n in (1, 2, 4, 6, 8)] == [[1], [1, 2], [1, 2, 4], [1, 2, 4], [1, 2, 4, 8]]
+    assert eval_ks(4, 8) == [1, 4] and eval_ks(1, 4) == [1]
+    assert eval_ks([4, 2], 4) == [1, 2, 4] and eval_ks([1, 3], 4) == [1, 3]

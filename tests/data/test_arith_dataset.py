@@ -35,5 +35,17 @@ def test_operators_and_bad_operator() -> None:
 
 
 def test_eval_size_cannot_take_every_problem() -> None:
-    with pytest.raises(ConfigError, match="dataset.eval_size=900: only 900 distinct problems"):
+    with pytest.raises(ConfigError, match=r"max_operand=29: gives only 900 distinct problems.*raise it to >= 30"):
         load_splits(compose_conf(["dataset.eval_size=900"]).dataset)
+
+
+@pytest.mark.parametrize("value", [-1, 1000, "abc", True])
+def test_an_operand_out_of_range_names_its_key(value: object) -> None:
+    with pytest.raises(ConfigError, match=r"dataset.params.max_operand=.*: use an integer in \[0, 999\]"):
+        load_splits(compose_conf([f"dataset.params.max_operand={value}"]).dataset)
+
+
+def test_sums_whose_range_cannot_hold_the_eval_split_are_refused() -> None:
+    over = ["dataset=sums", "dataset.params.min_operand=5", "dataset.params.max_operand=5"]
+    with pytest.raises(ConfigError, match="dataset.params.max_operand=5: operands 5..5 give only 1"):
+        load_splits(compose_conf(over).dataset)

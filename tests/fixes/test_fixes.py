@@ -15,7 +15,7 @@ from tests.helpers import REPO
 IMPORT_PROBE = """
 import json
 import rlexp.models.loader, rlexp.models.tunix_text, rlexp.models.gemma4, rlexp.models.lora, rlexp.train.cluster
-import rlexp.families.critic, rlexp.train.dapo, rlexp.train.ppo
+import rlexp.families.critic, rlexp.algorithms.dapo, rlexp.algorithms.ppo, rlexp.algorithms.opd
 from tunix.rl.ppo import ppo_learner
 from tunix.models.gemma4 import model as gemma4
 from tunix.models.llama3 import model as llama3

@@ -317,7 +317,7 @@ def test_job_dirs_follow_a_sweep_dir_that_depends_on_the_job(tmp_path: Path, mak
     composer = SweepComposer(launcher.hydra_context.config_loader, launcher.config)
     base = ["model=gemma4_e4b", "slice=v6e-32"]
     same = composer.compose([*base, "seed=3"], 0)
-    other = composer.compose([*base, "trainer.algorithm=dapo", "trainer.epsilon_high=0.28"], 1)
+    other = composer.compose([*base, "trainer.algorithm=dapo", "trainer.dapo.epsilon_high=0.28"], 1)
     assert same.out_dir.parent.name.endswith("-grpo") and other.out_dir.parent.name.endswith("-dapo")
     assert other.out_dir == tmp_path / other.resolved["run_name"] / "1"
 

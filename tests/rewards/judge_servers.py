@@ -5,7 +5,8 @@ and MLP outputs are zero, so each next token depends on the current token only; 
 are set so greedy decoding after any prompt spells `answer` and stops: a real model behind a real
 OpenAI-compatible server, with a known verdict. `FaultServer` answers chat completions the ways endpoints
 fail: slowly, with non-JSON, without choices, with an answer no regex parses, with scores out of range, or busy
-(429 or 503 with `Retry-After` for its next `busy` requests; `busy/http` answers reward=http's protocol).
+(429 or 503 with `Retry-After` for its next `busy` requests; `busy/http` answers reward=http's protocol); `graded`
+scores each request by a checksum of its last message (0, 0.25, ... 1): a judge that varies, deterministically.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import sys
 import threading
 import time
 import urllib.request
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -128,6 +130,11 @@ def _completion(content: str) -> dict:
     }  # fmt: skip
 
 
+def _graded(body: dict) -> float:
+    messages = body.get("messages") or [{}]
+    return (zlib.crc32(str(messages[-1].get("content", "")).encode()) % 5) / 4
+
+
 class FaultServer:
     """Chat completions at http://127.0.0.1:<port>/<mode>/v1 for mode in ok, slow, garbage, nochoices, unparsable."""
 
@@ -161,6 +168,7 @@ class FaultServer:
                 }.get(self.path.strip("/")) or {
                     "ok": json.dumps(_completion("Reasoning... Score: 0.2 then finally Score: 0.5")),
                     "busy": json.dumps(_completion("Score: 1")),
+                    "graded": json.dumps(_completion(f"Score: {_graded(body)}")),
                     "huge": json.dumps(_completion("Score: 1e9")),
                     "billion": json.dumps(_completion("Score: 1000000000")),
                     "slow": json.dumps(_completion("Score: 1")),

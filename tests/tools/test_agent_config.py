@@ -21,8 +21,8 @@ BAD = [
     ([*TOOLS, "agent.max_turn_tokens=99"], "agent.max_turn_tokens", "trainer.max_completion_tokens"),
     ([*TOOLS, "agent.tools=[{name: http}]"], "agent.tools[0].kwargs.url", "endpoint"),
     (["agent.max_turns=3"], "agent.max_turns", "use agent=tools"),
-    ([*TOOLS, "trainer=dapo"], "trainer.algorithm", "grpo, gspo or drgrpo"),
-    ([*TOOLS, "trainer=ppo"], "trainer.algorithm", "grpo, gspo or drgrpo"),
+    ([*TOOLS, "trainer=dapo"], "trainer.algorithm", "agent=tools trains with grpo, drgrpo, gspo"),
+    ([*TOOLS, "trainer=ppo"], "trainer.algorithm", "agent=tools trains with grpo, drgrpo, gspo"),
     ([*TOOLS, "agent.tool_error_budget=0"], "agent.tool_error_budget", "in (0, 1]"),
     ([*TOOLS, "agent.tool_error_budget=1.5"], "agent.tool_error_budget", "in (0, 1]"),
 ]

@@ -76,12 +76,12 @@ def _example(tiny: dict, advantages: np.ndarray, old_logps: np.ndarray) -> objec
 
 def _tunix_loss(tiny: dict, algorithm: str, overrides: list[str]) -> tuple[float, np.ndarray, np.ndarray, object]:
     """(loss, advantages, token mask, algo config) of rlexp's config for `algorithm` on the fixed batch."""
+    import importlib
+
     from tunix.rl import function_registry
 
-    from rlexp.train.algorithms import algorithm_config
-
     t = compose_conf([f"trainer={algorithm}", *overrides]).trainer
-    _, algo = algorithm_config(t)
+    algo = importlib.import_module(f"rlexp.algorithms.{algorithm}").algorithm_config(t)
     algo.temperature = 1.0
     advantages = function_registry.get_advantage_estimator(algo.advantage_estimator)(rewards=REWARDS, num_generations=G)
     mask = tiny["completions"] != 0
@@ -131,9 +131,9 @@ def test_gspo_ratio_is_per_sequence_not_per_token(tiny: dict) -> None:
     """With token log-ratios that differ inside a row, GSPO's ratio is exp(mean), where GRPO averages exp."""
     from tunix.rl import function_registry
 
-    from rlexp.train.algorithms import algorithm_config
+    from rlexp.algorithms.gspo import algorithm_config
 
-    _, algo = algorithm_config(compose_conf(["trainer=gspo", "trainer.beta=0"]).trainer)
+    algo = algorithm_config(compose_conf(["trainer=gspo", "trainer.beta=0"]).trainer)
     algo.temperature = 1.0
     mask = tiny["completions"] != 0
     logps = _logps(tiny)

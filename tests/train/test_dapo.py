@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import yaml
 
-from rlexp.train import dapo
+from rlexp.algorithms import dapo
+from rlexp.train.metrics import rlexp_metric_key
 from tests.helpers import compose_conf, run_rlexp
 
 
@@ -59,14 +60,14 @@ def _learner(scripted: list, trainer_overrides: list[str], lengths: list[int], g
     t = compose_conf(["trainer=dapo", *trainer_overrides]).trainer
     refills = iter([{"prompts": np.array([f"r{i}a", f"r{i}b"]), "answer": np.array(["1", "2"])} for i in range(9)])
     cls = dapo.learner_class(_Base)
-    return cls(_Cluster(lengths), scripted, g, trainer=t, refill=lambda: next(refills))
+    return cls(_Cluster(lengths), scripted, g, trainer=t, refill=lambda: next(refills), metric_key=rlexp_metric_key)
 
 
 def test_one_token_over_the_budget_is_penalised_by_the_formula_whatever_its_characters() -> None:
     # max_completion_tokens=10, buffer 4: free up to 6 tokens; 7 tokens are one over the budget: -1/4 x penalty
     over = ["x" * 500, "y"]  # 7 tokens of 500 characters, 6 tokens of one (a multi-character token)
-    learner = _learner([np.array([1.0, 1.0])], ["trainer.max_completion_tokens=10", "trainer.overlong.buffer_tokens=4",
-                                                "trainer.overlong.penalty=0.5"], lengths=[7, 6])  # fmt: skip
+    learner = _learner([np.array([1.0, 1.0])], ["trainer.max_completion_tokens=10", "trainer.dapo.overlong.buffer_tokens=4",
+                                                "trainer.dapo.overlong.penalty=0.5"], lengths=[7, 6])  # fmt: skip
     rewards = learner._compute_rewards(["p", "p"], over, "train")
     assert rewards.tolist() == [1.0 - 0.5 / 4, 1.0]
 
@@ -77,7 +78,7 @@ def test_dynamic_sampling_drops_equal_groups_refills_and_counts() -> None:
 
     # round 0: groups (1,1) and (0,1): one dropped; round 1 (refill): (0,0) dropped, (1,0) kept
     scripted = [np.array([1.0, 1.0, 0.0, 1.0]), np.array([0.0, 0.0, 1.0, 0.0])]
-    learner = _learner(scripted, ["trainer.overlong.enabled=false"], lengths=[1] * 4)
+    learner = _learner(scripted, ["trainer.dapo.overlong.enabled=false"], lengths=[1] * 4)
     batch = {"prompts": np.array(["a", "a", "b", "b"]), "trajectory_ids": ["0_0", "0_1", "1_0", "1_1"]}
     out = learner._generate_and_compute_advantage(batch, Mode.TRAIN)
     assert learner.calls == [["a", "a", "b", "b"], ["r0a", "r0a", "r0b", "r0b"]]  # a same-shape batch refilled
@@ -94,7 +95,9 @@ def test_dynamic_sampling_stops_at_its_cap_and_keeps_the_shape() -> None:
     from tunix.rl.rl_cluster import Mode
 
     scripted = [np.array([1.0, 1.0, 0.0, 1.0]), np.array([0.0, 0.0, 1.0, 1.0])]  # the refill is all equal too
-    learner = _learner(scripted, ["trainer.overlong.enabled=false", "trainer.dynamic_sampling.max_rounds=1"], [1] * 4)
+    learner = _learner(
+        scripted, ["trainer.dapo.overlong.enabled=false", "trainer.dapo.dynamic_sampling.max_rounds=1"], [1] * 4
+    )
     out = learner._generate_and_compute_advantage({"prompts": np.array(["a", "a", "b", "b"])}, Mode.TRAIN)
     assert len(learner.calls) == 2  # one refill round, the cap
     # the varied group first, then the first round's dropped group fills the free place (zero advantage)
@@ -108,9 +111,9 @@ def test_cfg_job_shows_every_dapo_knob_and_no_kl_coefficient() -> None:
     proc = run_rlexp("trainer=dapo", "--cfg", "job", check=True)
     trainer = yaml.safe_load(proc.stdout)["trainer"]
     assert trainer["beta"] is None  # DAPO has no KL term: null, and any value is refused
-    assert trainer["dynamic_sampling"] == {"enabled": True, "max_rounds": 3}
-    assert trainer["overlong"] == {"enabled": True, "buffer_tokens": None, "penalty": 1.0}
-    assert (trainer["epsilon_high"], trainer["loss_agg_mode"]) == (0.28, "token-mean")
+    assert trainer["dapo"]["dynamic_sampling"] == {"enabled": True, "max_rounds": 3}
+    assert trainer["dapo"]["overlong"] == {"enabled": True, "buffer_tokens": None, "penalty": 1.0}
+    assert (trainer["dapo"]["epsilon_high"], trainer["loss_agg_mode"]) == (0.28, "token-mean")
     refused = run_rlexp("trainer=dapo", "trainer.beta=0.04", "--cfg", "job")
     assert refused.returncode == 2 and refused.stdout == ""
     assert refused.stderr.strip().splitlines() == ["rlexp: error: trainer.beta=0.04: dapo has no KL term; drop the key "

@@ -7,15 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import compose_cfg, run_rlexp
+from tests.helpers import compose_cfg, compose_conf, run_rlexp
 
 RUN = [
     "trainer.max_steps=2",
     "trainer.eval_every=2",
     "trainer.checkpoint_every=2",
     "trainer.eval_prompts=8",
-    "trainer.eval_samples=2",
-    "trainer.eval_k=[1,2]",
+    "trainer.eval_samples=2",  # trainer.eval_k left null: pass@k and maj@k for k = 1, 2
     "logger=none",
 ]
 
@@ -43,7 +42,7 @@ def test_eval_of_the_run_and_its_export_reproduce_the_runs_eval(run_dir: Path, t
     from rlexp.export import main as export  # the export command is tested as typed in tests/test_export.py
 
     assert export([str(run_dir), "--out", str(hf)]) == 0
-    proc = run_rlexp(str(hf), *RUN[3:6], "--out", str(tmp_path / "e.json"), module="rlexp.eval", check=True)
+    proc = run_rlexp(str(hf), *RUN[3:5], "--out", str(tmp_path / "e.json"), module="rlexp.eval", check=True)
     exported = json.loads((tmp_path / "e.json").read_text())
     # seed 0 and the run's eval settings: the run's own eval after training, to the number
     for key in ("accuracy", "greedy_accuracy", "partial_accuracy", "format_accuracy", "mean_reward", "pass_at_2"):
@@ -54,6 +53,30 @@ def test_eval_of_the_run_and_its_export_reproduce_the_runs_eval(run_dir: Path, t
     # another draw
     assert [r["completion"] for r in seeded["rows"]] == [r["completion"] for r in exported["rows"]]
     assert seeded["metrics"]["greedy_accuracy"] == after["greedy_accuracy"]
+
+
+@pytest.mark.slow
+def test_eval_reports_every_power_of_two_and_each_rows_rendered_prompt(run_dir: Path, tmp_path: Path) -> None:
+    """The run's summary and `rlexp eval` report pass@k and maj@k for k = 1, 2, 4, ... up to eval_samples by
+    default, and each row of the eval's JSON holds the prompt exactly as sampled from (the default task's plain
+    templates leave the dataset's question as is), so another tool can ask the same question."""
+    from rlexp.data.registry import load_splits
+
+    summary = json.loads((run_dir / "summary.json").read_text())
+    for when in ("before", "after", "gain"):  # eval_samples=2, eval_k null
+        assert {"pass_at_1", "maj_at_1", "pass_at_2", "maj_at_2"} <= set(summary["eval"][when]), when
+    out = tmp_path / "e.json"
+    run_rlexp("eval", str(run_dir), "trainer.eval_samples=4", "--out", str(out), module="rlexp.console", check=True)
+    record = json.loads(out.read_text())
+    assert record["eval_k"] == [1, 2, 4]
+    sampled = sorted(k for k in record["metrics"] if k.startswith(("pass_at_", "maj_at_")))
+    assert sampled == ["maj_at_1", "maj_at_2", "maj_at_4", "pass_at_1", "pass_at_2", "pass_at_4"]
+    m = record["metrics"]
+    assert m["pass_at_1"] <= m["pass_at_2"] <= m["pass_at_4"]  # the unbiased estimator grows with k
+    questions = {r["id"]: r["question"] for r in load_splits(compose_conf(RUN).dataset).eval}
+    assert len(record["rows"]) == 8
+    for row in record["rows"]:
+        assert row["prompt"] == questions[row["id"]]  # data_template=plain, chat_template=plain: the question
 
 
 @pytest.mark.slow
@@ -94,3 +117,15 @@ def test_a_list_item_key_overrides_the_runs_config(tmp_path: Path) -> None:
     (tmp_path / ".hydra" / "config.yaml").write_text(OmegaConf.to_yaml(compose_cfg(RUN)))
     conf = eval_config(tmp_path, None, ["reward.functions.1.weight=0.5", "seed=3"])
     assert [f.weight for f in conf.reward.functions] == [1.0, 0.5] and conf.seed == 3
+
+
+def test_eval_rows_carry_the_prompt_with_the_chat_template_applied() -> None:
+    """The rows `rlexp eval` samples from (and records) are rendered: the tools demo's ChatML around the question."""
+    from rlexp.models.loader import load_tokenizer
+    from rlexp.train.offline_eval import eval_rows
+
+    conf = compose_conf(["experiment=tools_demo"])
+    rows = eval_rows(conf, load_tokenizer(conf.model))
+    assert rows and all(
+        r["prompt"] == f"<|im_start|>user\n{r['question']}<|im_end|>\n<|im_start|>assistant\n" for r in rows
+    )

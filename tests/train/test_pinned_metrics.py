@@ -25,27 +25,29 @@ COMMAND = [
 # step -> metric -> value, measured on this kind of machine (2-core x86-64, jax 0.10.2, tunix 0.1.7). Re-pinned
 # when prompts were padded to the run's longest prompt instead of max_prompt_tokens (the sampler's key depends on
 # the decoding position), and when trainer.max_completion_tokens went 8 -> 4 (the same first four tokens are
-# sampled; completions that ran past four are cut, which moves rewards, lengths and the losses from step 1).
+# sampled; completions that ran past four are cut, which moves rewards, lengths and the losses from step 1), and
+# when GRPO's KL became the paper's k3 estimator (trainer.kl_estimator; was Tunix's log pi - log pi_ref): the same
+# step-1 rollout and evals, kl >= 0 and the losses and updates from step 1 on moved.
 PINNED = {
     0: {"eval/greedy_accuracy": 0.4375, "eval/pass_at_1": 0.28125},
     1: {  # loss and kl ~0 by construction (policy = reference, advantages sum to 0 per group); tolerance-wide
-        "loss": 4.2095780194983945e-09,
-        "kl": 5.288231719191572e-08,
-        "grad_norm": 2.036097288131714,
+        "loss": 2.3283064365386963e-09,
+        "kl": 0.0,
+        "grad_norm": 2.02239990234375,
         "rewards/sum": 0.2515625,
         "completions/mean_length": 2.078125,
     },
     2: {
-        "loss": -0.014922542497515678,
-        "kl": -0.01148577407002449,
-        "grad_norm": 2.3177032470703125,
+        "loss": -0.014242307282984257,
+        "kl": 0.016945626586675644,
+        "grad_norm": 2.301704168319702,
         "rewards/sum": 0.440625,
         "completions/mean_length": 1.96875,
     },
     3: {
-        "loss": -0.039907339960336685,
-        "kl": -0.01904923841357231,
-        "grad_norm": 2.557204484939575,
+        "loss": -0.038232993334531784,
+        "kl": 0.01751437410712242,
+        "grad_norm": 2.402097463607788,
         "rewards/sum": 0.2921875,
         "completions/mean_length": 2.09375,
         "eval/greedy_accuracy": 0.625,

@@ -15,7 +15,7 @@ from tests.helpers import compose_conf, run_rlexp
 
 
 def test_ppo_keys_reach_tunix_ppo_config() -> None:
-    from rlexp.train.ppo import critic_trainer_config, ppo_config
+    from rlexp.algorithms.ppo import critic_trainer_config, ppo_config
 
     t = compose_conf(["trainer=ppo", "trainer.ppo.gamma=0.99", "trainer.ppo.gae_lambda=0.9", "trainer.beta=0",
                       "trainer.ppo.clip_range_value=0.3", "trainer.ppo.critic_learning_rate=5e-4"]).trainer  # fmt: skip
@@ -46,7 +46,7 @@ def test_critic_is_in_the_memory_estimate() -> None:
     [
         (["trainer.num_generations=4"], "trainer.num_generations", "one completion per prompt"),
         (["trainer.ppo.gamma=1.5"], "trainer.ppo.gamma", "[0, 1]"),
-        (["trainer.dynamic_sampling.enabled=true"], "trainer.dynamic_sampling.enabled", "false for PPO"),
+        (["trainer.dapo.dynamic_sampling.enabled=true"], "trainer.dapo.dynamic_sampling.enabled", "set trainer=dapo"),
         (["model=llama3_1_8b"], "trainer.algorithm", "family qwen3"),
     ],
 )

@@ -45,7 +45,7 @@ class BasicSweeper(basic_sweeper_class()):  # type: ignore[misc]
         from rlexp.launch.sweep_checks import check_expressions
 
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
-        check_expressions(parser.parse_overrides([*self._parse_config(), *arguments]))
+        check_expressions(parser.parse_overrides([*self._parse_config(), *arguments]), grid=True)
         return super().sweep(arguments)
 
     def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:

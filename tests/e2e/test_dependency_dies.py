@@ -1,0 +1,107 @@
+"""A dependency that dies mid-run, through the user's command: a judge (`reward=judge`) and a reward service
+(`reward=http`) on loopback that turn after N requests to 5xx bursts, answers slower than the timeout, or a closed
+port (tests/switch_server.py). The run either rides it out within its retry budget, and its metrics say so
+(`rewards/<name>/judge_retries`, `rewards/<name>/retries`), or stops in one line with a restorable checkpoint
+and, once the server is back, the same command resumes it; never a completed run with numbers made of errors.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import run_rlexp
+from tests.switch_server import SwitchServer
+
+pytestmark = pytest.mark.slow
+
+J = "reward.functions.0.kwargs"
+TINY = ["trainer.max_steps=6", "trainer.eval_every=2", "trainer.checkpoint_every=2", "trainer.eval_prompts=4",
+        "trainer.eval_samples=1", "logger=none", "trainer.batch_size=2", "trainer.num_generations=4"]  # fmt: skip
+PER_STEP, PER_EVAL = 2 * 4, 4 * 2  # completions a step; an eval's (eval_prompts x (eval_passes + 1), one pass each)
+
+
+def _rows(run: Path) -> list[dict]:
+    return [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if x.strip()]
+
+
+def _run(over: list[str], run: Path):  # noqa: ANN202
+    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
+    return run_rlexp(*over, *TINY, f"hydra.run.dir={run}", env=env, timeout=600)
+
+
+def _stops_then_resumes(server: SwitchServer, over: list[str], run: Path, key: str) -> list[dict]:
+    """The run stops in one line (exit 1) with a checkpoint; healed, the same command completes it."""
+    stopped = _run(over, run)
+    errors = [ln for ln in stopped.stderr.splitlines() if ln.startswith("rlexp: error:")]
+    assert stopped.returncode == 1 and len(errors) == 1, stopped.stderr[-3000:]
+    assert "reward.max_error_ratio" in errors[0] and "Traceback" not in stopped.stderr, errors
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "failed"
+    saved = [p.name for p in (run / "checkpoints" / "actor").iterdir() if p.name.isdigit()]
+    assert saved, "no restorable checkpoint"
+    server.heal()
+    resumed = _run(over, run)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"from step {max(map(int, saved))}" in resumed.stderr
+    rows = _rows(run)
+    assert [r["step"] for r in rows if "loss" in r] == list(range(1, 7)), "a training row lost or doubled"
+    evals = [r["step"] for r in rows if "eval/pass_at_1" in r]
+    assert evals[:4] == [0, 2, 4, 6] and len(evals) <= 5, evals  # before, every 2 steps, after (maybe merged)
+    train = [r for r in rows if f"rewards/{key}/errors" in r]
+    assert len(train) == 6 and all(r[f"rewards/{key}/errors"] == 0 for r in train), "numbers made of errors"
+    assert json.loads((run / "summary.json").read_text())["status"] == "completed"
+    return rows
+
+
+def test_a_judge_answering_5xx_bursts_is_ridden_out_and_its_retries_are_metrics(tmp_path: Path) -> None:
+    server = SwitchServer(after=PER_EVAL + 2 * PER_STEP, then="5xx", burst=3)
+    try:
+        over = ["reward=judge", f"{J}.base_url={server.url('v1')}", f"{J}.model=m", f"{J}.retries=3",
+                f"{J}.backoff_s=0.01", f"{J}.max_concurrency=1"]  # fmt: skip
+        proc = _run(over, tmp_path / "run")
+    finally:
+        server.close()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    train = [r for r in _rows(tmp_path / "run") if "rewards/judge/judge_retries" in r]
+    assert sum(r["rewards/judge/judge_retries"] for r in train) == 3 == server.refused
+    assert all(r["rewards/judge/errors"] == 0 and r["rewards/judge/rpc_error_ratio"] == 0 for r in train)
+
+
+def test_a_judge_that_stops_answering_stops_the_run_with_a_checkpoint_and_resumes(tmp_path: Path) -> None:
+    server = SwitchServer(after=PER_EVAL * 2 + 3 * PER_STEP, then="down")  # down in step 4, after the step-2 eval
+    try:
+        over = ["reward=judge", f"{J}.base_url={server.url('v1')}", f"{J}.model=m", f"{J}.retries=1",
+                f"{J}.backoff_s=0.01", f"{J}.timeout_s=5"]  # fmt: skip
+        _stops_then_resumes(server, over, tmp_path / "run", "judge")
+    finally:
+        server.close()
+
+
+def test_a_reward_service_slower_than_its_timeout_stops_the_run_and_resumes(tmp_path: Path) -> None:
+    server = SwitchServer(after=PER_EVAL * 2 + 3, then="slow", slow_s=1.5)  # batch_size 4: requests, not items
+    try:
+        over = ["reward=http", f"{J}.url={server.url()}", f"{J}.timeout_s=0.3", f"{J}.retries=1",
+                f"{J}.backoff_s=0.01", f"{J}.batch_size=4", f"{J}.max_concurrency=1"]  # fmt: skip
+        rows = _stops_then_resumes(server, over, tmp_path / "run", "remote")
+    finally:
+        server.close()
+    train = [r for r in rows if "rewards/remote/retries" in r]
+    assert train and all(r["rewards/remote/failed_batches"] == 0 for r in train)
+
+
+def test_a_reward_service_answering_5xx_bursts_is_ridden_out_with_retries_in_metrics(tmp_path: Path) -> None:
+    server = SwitchServer(after=1 + 2 + 2, then="5xx", burst=2)  # the probe, the eval's 2 batches, step 1's 2
+    try:
+        over = ["reward=http", f"{J}.url={server.url()}", f"{J}.retries=3", f"{J}.backoff_s=0.01",
+                f"{J}.batch_size=4", f"{J}.max_concurrency=1"]  # fmt: skip
+        proc = _run(over, tmp_path / "run")
+    finally:
+        server.close()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    train = [r for r in _rows(tmp_path / "run") if "rewards/remote/retries" in r]
+    assert sum(r["rewards/remote/retries"] for r in train) == 2 == server.refused
+    assert all(r["rewards/remote/errors"] == 0 and r["rewards/remote/failed_batches"] == 0 for r in train)
