@@ -112,7 +112,7 @@ def _data_checks(cfg: RlexpConfig, splits: Any, rep: _Report, result: dict[str, 
     renders them (when the tokenizer is here), max_steps against the rows left, doubled turn markers."""
     from rlexp.config.validate import check_steps
     from rlexp.data.templates import MARKER_ROWS, marker_problems, render_rows, render_splits
-    from rlexp.tools.toolbox import tools_prompt
+    from rlexp.envs import tools_prompt  # env=class: the class's tools
 
     t, dt, ct = cfg.trainer, cfg.data_template, cfg.chat_template
     tokenizer = rep.run("tokenizer", lambda: _tokenizer_here(cfg))

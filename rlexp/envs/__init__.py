@@ -76,6 +76,38 @@ def load_rows(conf: RlexpConfig, *, allow_downloads: bool = True) -> Splits:
     return module.rows(conf)
 
 
+def tools_prompt(conf: RlexpConfig) -> str | None:
+    """The system message offering the run's tools: the env kind's own (env=class: the class's methods), else
+    agent=tools' registry tools (rlexp.tools.toolbox.tools_prompt)."""
+    module = kind_module(conf)
+    if module is not None and hasattr(module, "tools_prompt"):
+        return module.tools_prompt(conf)
+    from rlexp.tools.toolbox import tools_prompt as registry_prompt
+
+    return registry_prompt(conf)
+
+
+def toolbox(conf: RlexpConfig, rows: list[dict[str, Any]]) -> Any:
+    """The episodes' tools where the env kind has its own (env=class), else None (agent.tools' ToolBox)."""
+    module = kind_module(conf)
+    return module.toolbox(conf, rows) if module is not None and hasattr(module, "toolbox") else None
+
+
+def check_tasks_kept(raw: Splits, kept: Splits, max_prompt_tokens: int) -> None:
+    """After the prompt-length filter: every env task still has train and eval rows, else one line naming the task
+    (a run that silently trains on fewer tasks than configured measures the wrong thing)."""
+    for split in ("train", "eval"):
+        before = {str(r["task"]) for r in getattr(raw, split) if "task" in r}
+        lost = sorted(before - {str(r.get("task")) for r in getattr(kept, split)})
+        if lost:
+            raise ConfigError(
+                "trainer.max_prompt_tokens",
+                max_prompt_tokens,
+                f"every {split} prompt of task {lost[0]} is longer; raise it (model.max_context >= max_prompt_tokens"
+                f" + trainer.max_completion_tokens) or make env.tasks.{lost[0]}.config's questions shorter",
+            )
+
+
 def dry_run(conf: RlexpConfig) -> list[dict[str, Any]]:
     """Per env task: {name, status, detail} (`rlexp validate`); [] for env=none."""
     module = kind_module(conf)

@@ -12,23 +12,17 @@ calls in order), so the class needs no state across processes, only determinism.
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
-from rlexp.config.schema import EnvConfig, RlexpConfig
+from rlexp.config.schema import EnvConfig, RewardFnConfig, RlexpConfig
 from rlexp.data.registry import Splits, load_splits
+from rlexp.envs.class_tools import ClassToolBox, child, episodes, job_of, openai_spec  # and the reward env_class
 from rlexp.errors import ConfigError
 from rlexp.rewards.http_reward import json_value
-from rlexp.rewards.sandbox import Limits, Sandbox, SandboxError
+from rlexp.rewards.sandbox import SandboxError
 
 _KEY = "env.target"
-
-
-def _box(env: EnvConfig) -> Sandbox:
-    return Sandbox("user", Limits(timeout_s=env.timeout_s, memory_mb=None, nproc=None, fsize_mb=None))
-
-
-def _job(env: EnvConfig, **job: Any) -> dict[str, Any]:
-    return {"kind": "env", "spec": env.target, "function": str(env.target).rpartition(":")[2], **job}
 
 
 def describe(env: EnvConfig) -> list[dict[str, Any]]:
@@ -37,7 +31,7 @@ def describe(env: EnvConfig) -> list[dict[str, Any]]:
     if ":" not in target or not target.rpartition(":")[2]:
         raise ConfigError(_KEY, env.target, "use module:Class or path/to/file.py:Class")
     try:
-        return _box(env).run(_job(env, op="describe"))["tools"]
+        return child(env).run(job_of(env, op="describe"))["tools"]
     except SandboxError as err:
         raise ConfigError(_KEY, target, str(err).split(": ", 1)[1]) from None
 
@@ -46,15 +40,34 @@ def check(env: EnvConfig) -> None:
     describe(env)
 
 
-def episodes(env: EnvConfig, rows: list[dict[str, Any]], calls: list[list[Any]], reward: bool) -> dict[str, Any]:
-    """Replay each row's episode in a child process: {values, errors, outputs, observations} per row."""
-    items = [{"row": json_value(r), "calls": c} for r, c in zip(rows, calls, strict=True)]
-    return _box(env).run(_job(env, op="run", items=items, reward=reward))
-
-
 def resolve(conf: RlexpConfig) -> RlexpConfig:
-    data = dataclasses.replace(conf.dataset, name=conf.env.name)
-    return dataclasses.replace(conf, dataset=data)
+    """Episodes of turns (agent=tools' runner; its agent.* keys when agent=tools, else 3 turns) with the class's
+    tools in place of the registry's, scored by get_reward() (the reward `env_class`, rlexp.envs.class_tools)."""
+    env = conf.env
+    turns = conf.agent.max_turns if conf.agent.kind == "tools" else 3
+    agent = dataclasses.replace(conf.agent, name=f"env:{env.name}", kind="tools", tools=[], max_turns=turns)
+    scorer = RewardFnConfig(
+        fn="env_class", name="env_class", kwargs={"target": env.target, "timeout_s": env.timeout_s}, range=[-1e9, 1e9]
+    )
+    reward = dataclasses.replace(conf.reward, name=env.name, functions=[scorer], combine="sum")
+    data = dataclasses.replace(conf.dataset, name=env.name)
+    return dataclasses.replace(conf, dataset=data, agent=agent, reward=reward)
+
+
+def tools_prompt(conf: RlexpConfig) -> str | None:
+    """The system message offering the class's tools in the run's tool-call format (agent.describe_tools)."""
+    if not conf.agent.describe_tools:
+        return None
+    from rlexp.config.agent_rules import tool_format
+    from rlexp.tools.formats import describe as offer
+
+    return offer(tool_format(conf), [openai_spec(t) for t in describe(conf.env)])
+
+
+def toolbox(conf: RlexpConfig, rows: list[dict[str, Any]]) -> Any:
+    """The episodes' tools: each call routed to its episode's instance (rlexp.envs.class_tools.ClassToolBox)."""
+    by_prompt = {r["prompt"]: json.loads(r["env_row"]) for r in rows if "env_row" in r}
+    return ClassToolBox(conf.env, describe(conf.env), by_prompt)
 
 
 def rows(conf: RlexpConfig) -> Splits:
@@ -63,8 +76,8 @@ def rows(conf: RlexpConfig) -> Splits:
     for part in (splits.train, splits.eval):
         fields = [{k: v for k, v in r.items() if k not in ("prompt",)} for r in part]
         out = episodes(conf.env, fields, [[] for _ in part], reward=False)
-        for r, obs in zip(part, out["observations"], strict=True):
-            r["task"] = conf.env.name
+        for r, f, obs in zip(part, fields, out["observations"], strict=True):
+            r["task"], r["env_row"] = conf.env.name, json.dumps(json_value(f))  # what reset() is given
             if obs:
                 r["question"] = f"{r['question']}\n\n{obs}"
     return splits

@@ -93,8 +93,10 @@ def eval_config(run_dir: Path | None, hf_dir: Path | None, overrides: list[str])
 
 def eval_rows(conf: RlexpConfig, tokenizer: Any) -> list[dict[str, Any]]:
     from rlexp.data.templates import render_splits
-    from rlexp.envs import load_rows
-    from rlexp.tools.toolbox import tools_prompt
+    from rlexp.envs import (
+        load_rows,
+        tools_prompt,  # env=class: the class's tools
+    )
 
     splits = render_splits(
         load_rows(conf),  # the dataset's rows, or the env's

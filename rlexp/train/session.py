@@ -30,12 +30,11 @@ from rlexp.config.schema import RlexpConfig
 from rlexp.config.validate import check_steps
 from rlexp.config.values import eval_metric_names
 from rlexp.data.templates import check_turn_markers, render_splits
-from rlexp.envs import load_rows, task_metrics
+from rlexp.envs import check_tasks_kept, load_rows, task_metrics, toolbox, tools_prompt
 from rlexp.errors import ConfigError, RlexpError, RunError
 from rlexp.estimates.flops import step_rates
 from rlexp.rewards.compose import RewardErrorBudgetExceeded, build_rewards
 from rlexp.rewards.registry import probe_services
-from rlexp.tools.toolbox import tools_prompt
 from rlexp.tracking.process import DEFAULT_FACTORY, TrackerProcess
 from rlexp.train import heap, rundir
 from rlexp.train.checkpoint_rows import carry_rows, put_back_rows
@@ -109,6 +108,7 @@ class TrainingSession:
         splits = render_splits(
             raw, conf.data_template, conf.chat_template, tokenizer, conf.trainer.max_prompt_tokens, system
         )
+        check_tasks_kept(raw, splits, conf.trainer.max_prompt_tokens)  # env=...: no task lost to the filter
         if len(splits.train) != self.plan.checked_train_rows:  # the plan checked dataset.train_size rows
             check_steps(self.conf, len(splits.train))  # after filtering: the rows that will really be trained on
         if not splits.eval:
@@ -373,7 +373,8 @@ class TrainingSession:
         if self.conf.agent.kind == "tools":  # rollouts become episodes of turns and tool calls
             from rlexp.train.episodes import EpisodeRunner, install
 
-            self.episodes = EpisodeRunner(self.conf, tokenizer)
+            # env=class: the class's methods, each episode's calls routed to its own instance (rlexp.envs)
+            self.episodes = EpisodeRunner(self.conf, tokenizer, toolbox(self.conf, self.train_rows + self.eval_rows))
             install(learner, self.episodes)
         # an rlexp step is one rollout: num_iterations optimizer updates, each a Tunix train step; checkpoints
         # are numbered by updates, as Tunix restores them

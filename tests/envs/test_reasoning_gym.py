@@ -25,11 +25,11 @@ def conf(*overrides: str):  # noqa: ANN201
 def test_rows_come_from_reasoning_gym_and_mix_the_tasks_by_weight() -> None:
     import reasoning_gym
 
-    c = conf("env.train_size=40", "env.eval_size=9", "env.tasks.gcd.weight=2.0")
+    c = conf("env.train_size=40", "env.eval_size=9", "env.tasks.letter_counting.weight=2.0")
     rows = envs.load_rows(c)
-    counts = {t: sum(r["task"] == t for r in rows.train) for t in ("chain_sum", "basic_arithmetic", "gcd")}
-    assert counts == {"chain_sum": 10, "basic_arithmetic": 10, "gcd": 20}
-    assert [r["task"] for r in rows.eval[:3]] == ["chain_sum", "basic_arithmetic", "gcd"]  # interleaved
+    counts = {t: sum(r["task"] == t for r in rows.train) for t in ("chain_sum", "products", "letter_counting")}
+    assert counts == {"chain_sum": 10, "products": 10, "letter_counting": 20}
+    assert [r["task"] for r in rows.eval[:3]] == ["chain_sum", "products", "letter_counting"]  # interleaved
     first = json.loads(rows.train[0]["entry"])
     item = reasoning_gym.create_dataset(
         first["task"], **c.reward.functions[0].kwargs["tasks"][first["task"]], seed=first["seed"], size=first["size"]
@@ -51,9 +51,9 @@ def test_each_task_scored_by_its_own_score_answer_on_right_and_wrong_answers() -
     assert score([""] * 6, right, entry=entries) == [1.0] * 6
     assert all(v < 1.0 for v in score([""] * 6, wrong, entry=entries))
     assert score([""] * 6, untagged, entry=entries) == [0.0] * 6
-    assert {r["task"] for r in rows} == {"chain_sum", "basic_arithmetic", "gcd"}
+    assert {r["task"] for r in rows} == {"chain_sum", "products", "letter_counting"}
     per_task = score.drain_tasks()
-    assert set(per_task) == {"chain_sum", "basic_arithmetic", "gcd"} and per_task["gcd"]["calls"] == 6
+    assert set(per_task) == {"chain_sum", "products", "letter_counting"} and per_task["products"]["calls"] == 6
 
 
 def test_a_broken_entry_is_an_errored_value_not_a_crash() -> None:
@@ -66,9 +66,9 @@ def test_a_broken_entry_is_an_errored_value_not_a_crash() -> None:
     ("override", "needle"),
     [
         ("+env.tasks.chain_sums={}", "env.tasks='chain_sums': no such reasoning-gym dataset; did you mean chain_sum?"),
-        ("+env.tasks.gcd.config.max_valu=3", "did you mean max_value?"),
-        ("+env.tasks.gcd.config.seed=3", "rlexp sets it"),
-        ("env.tasks.gcd.weight=0", "must be a number > 0"),
+        ("+env.tasks.products.config.max_digit=3", "did you mean max_digits?"),
+        ("+env.tasks.products.config.seed=3", "rlexp sets it"),
+        ("env.tasks.products.weight=0", "must be a number > 0"),
     ],
 )
 def test_unknown_task_or_config_key_is_refused_in_one_line(override: str, needle: str) -> None:
@@ -99,3 +99,18 @@ def test_task_metrics_and_pass_at_1_per_task() -> None:
     assert out == {"env/a/reward_mean": 0.5, "env/a/errors": 0.0, "env/b/reward_mean": 1.0, "env/b/errors": 1.0}
     rows = [{"task": "a"}, {"task": "a"}, {"task": "b"}]
     assert envs.task_pass_at_1(rows, [True, False, True]) == {"a/pass_at_1": 0.5, "b/pass_at_1": 1.0}
+
+
+def test_a_task_whose_prompts_do_not_fit_is_refused_in_one_line(tmp_path) -> None:  # noqa: ANN001
+    from tests.helpers import run_rlexp
+
+    proc = run_rlexp(
+        "experiment=rg_demo", "trainer.max_prompt_tokens=70", "logger=none", f"hydra.run.dir={tmp_path}", timeout=300
+    )
+    assert proc.returncode != 0
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("rlexp: error")]
+    assert lines == [
+        "rlexp: error: trainer.max_prompt_tokens=70: every train prompt of task products is longer; raise it "
+        "(model.max_context >= max_prompt_tokens + trainer.max_completion_tokens) or make "
+        "env.tasks.products.config's questions shorter"
+    ], proc.stderr[-2000:]
