@@ -42,3 +42,18 @@ def test_a_two_tool_class_trains_through_the_command(tmp_path: Path) -> None:
         results = [m["content"] for m in s["conversation"] if m["role"] == "tool" and m["name"] == "calculator"]
         assert s["rewards"]["env_class"] == float(bool(results) and results[-1] == s["answer"]), s
     assert any(s["rewards"]["env_class"] == 1.0 for s in samples)
+
+
+@pytest.mark.parametrize(
+    ("cls", "needle"),
+    [
+        ("NoReset", "NoReset has no reset(**row) method"),
+        ("Undocumented", "tool method Undocumented.peek has no docstring"),
+    ],
+)
+def test_the_command_refuses_a_bad_class_in_one_line(tmp_path: Path, cls: str, needle: str) -> None:
+    target = f"{REPO / 'tests' / 'envs' / 'counter_env.py'}:{cls}"
+    proc = run_rlexp("env=class", f"env.target={target}", "logger=none", f"hydra.run.dir={tmp_path}", timeout=300)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-2000:]
+    assert lines[0].startswith("rlexp: error: env.target=") and needle in lines[0]
