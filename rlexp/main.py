@@ -86,10 +86,11 @@ def run(cfg: DictConfig) -> float:
         return done
     from hydra.core.hydra_config import HydraConfig
 
+    from rlexp.envs import resolve
     from rlexp.launch.remote import remote_launcher, submit
     from rlexp.train.plan import DONE, SUBMIT, make_plan
 
-    conf = to_config(cfg)  # refuses keys no schema declares (`+trainer.learning_rat=...`)
+    conf = resolve(to_config(cfg))  # refuses keys no schema declares; env=...: the env's rows and scorer
     plan = make_plan(conf, cfg, str(HydraConfig.get().runtime.output_dir), remote_launcher)
     if plan.action == SUBMIT:  # TPU slice / remote launcher: submit, never train here
         return submit(cfg, str(plan.launcher))

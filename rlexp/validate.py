@@ -28,8 +28,9 @@ def main(cfg: DictConfig) -> None:
     from rlexp.checks import check_config
     from rlexp.checks.data_preflight import preflight, print_summary
     from rlexp.checks.reward_preflight import read_completions
+    from rlexp.envs import resolve
 
-    conf = to_config(cfg)
+    conf = resolve(to_config(cfg))  # env=...: the env's scorer and sizes (rlexp.envs)
     # Stop at the first input error, before the dataset or a model is loaded: one line, exit 2 (1 for a
     # completions file that exists but cannot be used).
     memory = check_config(conf)

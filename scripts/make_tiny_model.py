@@ -13,6 +13,10 @@ tokenizer_config.json — and loaded by rlexp through the same path as any check
 `--model tiny_tools` builds the tool demo's model (experiment=tools_demo) the same way: ChatML prompts of the
 sums dataset, a share `--tool-share` of them answered through a calculator call (the call, then the answer after
 the tool's response, which is not trained on), the rest answered directly — so GRPO has a tool to learn to use.
+
+`--model tiny_rg` builds the environments demo's model (experiment=rg_demo) the same way as `tiny`: the train rows of
+its reasoning-gym tasks (rlexp.envs, from env.seed; the eval rows come from env.seed + 1), answered
+`<answer>N</answer>` as reasoning-gym's scorers read answers, with label smoothing.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
+# each builtin model and the experiment whose config (model dimensions, rows) it is built from
+EXPERIMENTS = {"tiny": [], "tiny_tools": ["experiment=tools_demo"], "tiny_rg": ["experiment=rg_demo"]}
 # under `rlexp`: its status lines show as every rlexp command's do (rlexp.log_setup), -q and -v included
 log = logging.getLogger("rlexp.scripts.make_tiny_model")
 
@@ -39,13 +45,13 @@ def compose_default(overrides: list[str]):
         return to_config(compose("config", overrides=overrides))
 
 
-def sft_batches(rows, tokenizer, seq_len: int, batch: int, steps: int, seed: int):
-    """(tokens, loss_mask) batches: [BOS] question answer [EOS], loss on answer and EOS."""
+def sft_batches(rows, tokenizer, seq_len: int, batch: int, steps: int, seed: int, answer: str = "{answer}"):
+    """(tokens, loss_mask) batches: [BOS] question answer [EOS], loss on answer and EOS; `answer` formats it."""
     rng = np.random.default_rng(seed)
     examples = []
     for r in rows:
         q = tokenizer.encode(r["question"])
-        a = tokenizer.encode(r["answer"]) + [tokenizer.eos_token_id]
+        a = tokenizer.encode(answer.format(answer=r["answer"])) + [tokenizer.eos_token_id]
         ids = [tokenizer.bos_token_id, *q, *a]
         mask = [0] * (1 + len(q)) + [1] * len(a)
         pad = seq_len - len(ids)
@@ -146,10 +152,10 @@ def main() -> int:
     from rlexp.errors import ArgumentParser, in_range
 
     ap = ArgumentParser(prog="scripts/make_tiny_model.py", description=__doc__.splitlines()[0])
-    ap.add_argument("--model", choices=("tiny", "tiny_tools"), default="tiny")
+    ap.add_argument("--model", choices=tuple(EXPERIMENTS), default="tiny")
     ap.add_argument("--out", type=Path, default=None, help="default: rlexp/models/builtin/<model>")
     ap.add_argument("--tool-share", type=in_range(float, 0, 1), default=0.4)
-    ap.add_argument("--steps", type=in_range(int, 1), default=None, help="default: 400 (tiny), 1200 (tiny_tools)")
+    ap.add_argument("--steps", type=in_range(int, 1), default=None, help="default: 400, 1200, 600 (tiny_rg)")
     ap.add_argument("--batch", type=in_range(int, 1), default=32)
     ap.add_argument("--lr", type=in_range(float, 0), default=3e-3)
     ap.add_argument("--seed", type=int, default=0)
@@ -160,7 +166,7 @@ def main() -> int:
     args = ap.parse_args()
     args.out = args.out or REPO / "rlexp/models/builtin" / args.model
     tools = args.model == "tiny_tools"
-    args.steps = args.steps or (1200 if tools else 400)
+    args.steps = args.steps or {"tiny": 400, "tiny_tools": 1200, "tiny_rg": 600}[args.model]
     args.label_smoothing = (0.0 if tools else 0.2) if args.label_smoothing is None else args.label_smoothing
     if args.out.exists() and not args.out.is_dir():
         ap.error(f"--out={args.out}: a file is there; give a folder")
@@ -170,7 +176,7 @@ def main() -> int:
 def build(args: argparse.Namespace) -> int:
     tools = args.model == "tiny_tools"
     # a bad override fails here, before JAX is imported
-    cfg = compose_default((["experiment=tools_demo"] if tools else []) + args.overrides)
+    cfg = compose_default(EXPERIMENTS[args.model] + args.overrides)
     import jax
 
     jax.config.update("jax_default_matmul_precision", "highest")
@@ -178,20 +184,31 @@ def build(args: argparse.Namespace) -> int:
     from safetensors.numpy import save_file
 
     from rlexp.data.registry import load_splits
+    from rlexp.families.export import hf_tensors
     from rlexp.models import tunix_text
-    from rlexp.models.export import flat_params, hf_tensors
-    from rlexp.models.tokenizer import TOOL_VOCAB, build_char_tokenizer, load_tokenizer_dir
+    from rlexp.models.export import flat_params
+    from rlexp.models.tokenizer import RG_VOCAB, TOOL_VOCAB, build_char_tokenizer, load_tokenizer_dir
 
     args.out.mkdir(parents=True, exist_ok=True)
     if tools:
         build_char_tokenizer(args.out, TOOL_VOCAB, eos="<|im_end|>")
+    elif args.model == "tiny_rg":
+        build_char_tokenizer(args.out, RG_VOCAB)
     else:
         build_char_tokenizer(args.out)
     tokenizer = load_tokenizer_dir(args.out)
     # the same model class the loader builds, so warm-up and training see the same network (RoPE included)
-    model = tunix_text.Qwen3(tunix_text.tunix_config(cfg.model), rngs=nnx.Rngs(params=args.seed))
-    splits = load_splits(cfg.dataset)  # eval rows are never seen in warm-up
-    if tools:
+    model = tunix_text.Qwen3(tunix_text.qwen3_config(cfg.model), rngs=nnx.Rngs(params=args.seed))
+    # eval rows are never seen in warm-up
+    splits = None if args.model == "tiny_rg" else load_splits(cfg.dataset)
+    if args.model == "tiny_rg":
+        from rlexp.envs import load_rows, resolve
+
+        train = load_rows(resolve(cfg)).train  # the env's train rows (env.seed); eval rows are other draws
+        seq_len = max(len(tokenizer.encode(r["question"])) for r in train) + 8  # BOS <answer> NN </answer> EOS
+        tagged = "<answer>{answer}</answer>"
+        batches = sft_batches(train, tokenizer, seq_len, args.batch, args.steps, args.seed, tagged)
+    elif tools:
         from rlexp.data.templates import render_splits
 
         rows = render_splits(splits, cfg.data_template, cfg.chat_template, tokenizer, cfg.trainer.max_prompt_tokens)

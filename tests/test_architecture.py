@@ -1,7 +1,7 @@
 """The package's layers: every import (lazy ones inside functions included) points down, never up or sideways.
 
-Bottom to top (ARCHITECTURE.md): redact, children, discover -> log_setup -> errors -> compat -> fixes -> perf -> config -> storage
--> tunix -> data, rewards, models -> families -> algorithms -> estimates -> tools -> checks ->
+Bottom to top (ARCHITECTURE.md): redact, children, discover -> log_setup -> errors -> compat -> fixes -> perf -> config
+-> storage -> tunix -> data, rewards, models -> families -> algorithms -> estimates -> tools -> envs -> checks ->
 tracking -> train -> sweep -> report -> launch -> the launcher plugin -> entry points. A room may import
 its own modules and any room below it. Peers on one level (data, rewards, models) do not import each other.
 """
@@ -29,6 +29,7 @@ LAYERS: list[set[str]] = [
     {"algorithms"},  # RL algorithms as registered specs: config node, learner, models, estimate terms, rules
     {"estimates"},  # memory, cost and FLOPs, composed from the family's terms
     {"tools"},  # tool registry, call formats (the python tool runs in rewards' sandbox)
+    {"envs"},  # environments: rows, scorer, turns and tools in one choice (data, rewards, tools below)
     {"checks"},
     {"tracking"},
     {"train"},

@@ -46,6 +46,9 @@ def check_rules(cfg: RlexpConfig) -> dict[str, Any]:
         if f.fn not in known:
             raise ConfigError(f"reward.functions[{i}].fn", f.fn, f"use one of {', '.join(sorted(known))}")
         check_kwargs(f.fn, f.kwargs, f"reward.functions[{i}].kwargs")  # e.g. reward=code: the snippet parses
+    from rlexp.envs import check_env
+
+    check_env(cfg)  # env=reasoning_gym: its task names and config keys; env=class: the class and its tools
     if cfg.agent.kind == "tools":
         from rlexp.tools.toolbox import check_tools
 

@@ -112,7 +112,7 @@ def _data_checks(cfg: RlexpConfig, splits: Any, rep: _Report, result: dict[str, 
     renders them (when the tokenizer is here), max_steps against the rows left, doubled turn markers."""
     from rlexp.config.validate import check_steps
     from rlexp.data.templates import MARKER_ROWS, marker_problems, render_rows, render_splits
-    from rlexp.tools.toolbox import tools_prompt
+    from rlexp.envs import tools_prompt  # env=class: the class's tools
 
     t, dt, ct = cfg.trainer, cfg.data_template, cfg.chat_template
     tokenizer = rep.run("tokenizer", lambda: _tokenizer_here(cfg))
@@ -159,6 +159,7 @@ def preflight(
     `checked`: the memory estimate `check_config` returned, when the caller checked the config already."""
     from rlexp.data.registry import load_splits
     from rlexp.data.templates import doubled_markers, render_prompt
+    from rlexp.envs import dry_run, load_rows
 
     v, rep = cfg.validate, _Report()
     result: dict[str, Any] = {"run_name": cfg.run_name, "mode": "completions" if v.completions else "sampled"}
@@ -188,7 +189,11 @@ def preflight(
             except RlexpError as err:
                 rep.add("dataset", "skipped", f"{cfg.dataset.source} is not available offline ({err})")
         else:
-            splits = rep.run("dataset", lambda: load_splits(cfg.dataset, allow_downloads=allow_downloads))
+            splits = rep.run("dataset", lambda: load_rows(cfg, allow_downloads=allow_downloads))  # or the env's
+        for check in (
+            rep.run("env", lambda: dry_run(cfg)) if cfg.env.kind != "none" else None
+        ) or []:  # per env task: rows, the scorer right and wrong
+            rep.add(check["name"], check["status"], check["detail"])
     if splits is not None:
         result["dataset"] = {"train_rows": len(splits.train), "eval_rows": len(splits.eval), "skipped": splits.skipped}
         if splits.skipped:  # rows training would drop (corrupt lines, missing fields): counted, never silent

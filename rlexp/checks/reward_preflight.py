@@ -173,8 +173,8 @@ def zero_variance_share(items: list[dict[str, Any]], totals: list[float]) -> flo
 def sampled_items(cfg: RlexpConfig, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rows' prompts rendered as training renders them, each with `validate.generations` sampled completions."""
     from rlexp.data.templates import render_rows
+    from rlexp.envs import tools_prompt  # env=class: the class's tools
     from rlexp.models.loader import load_tokenizer
-    from rlexp.tools.toolbox import tools_prompt
 
     tokenizer = load_tokenizer(cfg.model)
     skipped: dict[str, int] = {}

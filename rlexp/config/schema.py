@@ -351,6 +351,24 @@ class AgentConfig:
 
 
 @dataclass
+class EnvConfig:
+    """An environment: a run's rows, scorer, turns and tools in one choice (rlexp/envs, docs/envs.md). `none` keeps
+    the dataset, reward and agent groups; any other kind supplies the rows and the scorer in their place."""
+
+    name: str = "none"
+    kind: str = "none"  # none | reasoning_gym | class
+    # reasoning_gym: {dataset name: {weight: w, config: {the dataset's own config keys}}}
+    tasks: dict[str, Any] = field(default_factory=dict)
+    seed: int = 1234  # rows: train from seed, eval from seed + 1 (disjoint draws)
+    train_size: int = 2048  # rows over all tasks, split by weight
+    eval_size: int = 64
+    system_prompt: str | None = None  # null: the kind's own (reasoning_gym: answer between <answer> tags)
+    # class: a user's class in TRL's environment_factory shape, `module:Class` or `path/to/file.py:Class`
+    target: str | None = None
+    timeout_s: float = 30.0  # each child process running the class (reset, tool calls, get_reward)
+
+
+@dataclass
 class LoggerConfig:
     """Experiment tracking backend; metrics.jsonl and summary.json are always written."""
 
@@ -440,6 +458,7 @@ class RlexpConfig:
     trainer: TrainerConfig = MISSING
     agent: AgentConfig = field(default_factory=AgentConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
+    env: EnvConfig = field(default_factory=EnvConfig)
     seed: int = 0
     run_name: str = "rlexp"
     objective: str = "eval.after.pass_at_1"  # summary.json key returned to Hydra sweepers
@@ -462,4 +481,5 @@ GROUP_SCHEMAS: dict[str, type] = {
     "trainer": TrainerConfig,
     "agent": AgentConfig,
     "logger": LoggerConfig,
+    "env": EnvConfig,
 }

@@ -34,6 +34,21 @@ TOOL_VOCAB = [
     *'{}[]":,',
     *"abcdefghijklmnopqrstuvwxyz",
 ]
+# `tiny_rg` (experiment=rg_demo): reasoning-gym's <answer> tags as single tokens, and the characters of its
+# questions (letters of both cases, the accented ones of its word lists, digits, the punctuation of the demo's
+# tasks); any other character is <pad>
+RG_MARKERS = ["<answer>", "</answer>"]
+RG_VOCAB = [
+    PAD,
+    BOS,
+    EOS,
+    *RG_MARKERS,
+    *"0123456789",
+    *" \n.,:;?!'\"()*+-=/",
+    *"abcdefghijklmnopqrstuvwxyz",
+    *"ABCDEFGHIJKLMNOPQRSTUVWXYZ",
+    *"àáâäçèéêëíîïñóôöúûü",
+]
 
 
 def build_char_tokenizer(out_dir: Path, chars: list[str] = CHAR_VOCAB, eos: str = EOS) -> None:

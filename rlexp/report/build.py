@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rlexp import storage
-from rlexp.report import evals, html
+from rlexp.report import env_panels, evals, html
 from rlexp.report.load import Sweep, load
 
 
@@ -20,5 +20,8 @@ def write_report(inputs: list[str], out: str | None = None, *, objective: str | 
 
 
 def write_sweep(sweep: Sweep, out: str) -> str:
-    storage.write_text(out, html.render(sweep, evals.section(sweep.runs, html.run_colors(sweep))))
+    colors = html.run_colors(sweep)
+    # env=...: one panel per task, after the composite rewards' charts
+    page = html.render(sweep, evals.section(sweep.runs, colors), envs=env_panels.env_panels(sweep, colors))
+    storage.write_text(out, page)
     return out

@@ -258,8 +258,9 @@ def run_colors(sweep: Sweep) -> dict[str, str]:
     return {run.dir: PALETTE[i % len(PALETTE)] for i, run in enumerate(sweep.runs)}
 
 
-def render(sweep: Sweep, evals: str = "") -> str:
-    """The report's HTML; `evals`: the eval section (rlexp.report.evals), placed after the curves."""
+def render(sweep: Sweep, evals: str = "", envs: str = "") -> str:
+    """The report's HTML; `evals`: the eval section (rlexp.report.evals), placed after the curves; `envs`: the
+    environment tasks' panels (rlexp.report.env_panels), after the composite rewards' charts."""
     colors = run_colors(sweep)
     keys = [k for k in sweep.swept_keys if k not in analyze.SEED_KEYS]
     label_keys = list(sweep.swept_keys)  # curves are per run, so the legend names the seed too
@@ -339,7 +340,7 @@ def render(sweep: Sweep, evals: str = "") -> str:
         health=health_panel,
         legend=legend,
         charts=charts,
-        reward_charts=reward_charts,
+        reward_charts=reward_charts + envs,
         evals=evals,
         samples=samples,
         data=payload,

@@ -27,6 +27,7 @@ _BUILTIN_MODULES = (
     "rlexp.rewards.code",
     "rlexp.rewards.judge",
     "rlexp.rewards.string_match",
+    "rlexp.rewards.reasoning_gym",
 )
 
 

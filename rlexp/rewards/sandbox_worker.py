@@ -9,6 +9,9 @@ Job kinds:
   tests     per item, `code` is run and then each of `tests` (assert statements); value = share passed
   python    a user function (`source` of a file, or `spec` module:function to import), `call` batch or item
   exec      per item, `code` is run; its output is what it prints (the `python` tool of rlexp.tools)
+  env       a user's environment class (`spec` module:Class or file.py:Class, TRL's environment_factory shape):
+            `op: describe` returns its tools (public methods: name, docstring, parameters); `op: run` replays,
+            per item, reset(**row), the item's tool calls in order and, with `reward`, get_reward()
 Answer: {"values": [float | null], "errors": [str | null]} or {"error": str, "fatal": bool} when the job
 cannot start (the snippet does not parse, defines no evaluate, ...).
 The text of rlexp.children.die_with_parent runs before this file's (the worker dies with rlexp); each forked
@@ -283,7 +286,8 @@ def _python(job):
             raise _Fatal(f"cannot import {target}: {exc}") from None
         fn = getattr(module, name, None)
     if not callable(fn):
-        raise _Fatal("{} defines no function {}".format(job.get("filename") or job.get("spec"), job["function"]))
+        what = "class" if job["kind"] == "env" else "function"
+        raise _Fatal("{} defines no {} {}".format(job.get("filename") or job.get("spec"), what, job["function"]))
     return fn
 
 
@@ -305,6 +309,67 @@ class _Fatal(Exception):
     """The job cannot start, and would not on a second try."""
 
 
+_JSON = {int: "integer", float: "number", str: "string", bool: "boolean", list: "array", dict: "object"}
+
+
+def _env_tools(cls):
+    """The class's tools: each public method but reset and get_reward, with its docstring and parameters."""
+    import inspect
+
+    if not callable(getattr(cls, "reset", None)):
+        raise _Fatal(f"{cls.__name__} has no reset(**row) method; an environment class starts episodes with it")
+    if not callable(getattr(cls, "get_reward", None)):
+        raise _Fatal(f"{cls.__name__} has no get_reward() method; an environment class scores episodes with it")
+    tools = []
+    for name, fn in inspect.getmembers(cls, inspect.isfunction):
+        if name.startswith("_") or name in ("reset", "get_reward"):
+            continue
+        doc = inspect.getdoc(fn)
+        if not doc:
+            raise _Fatal(f"tool method {cls.__name__}.{name} has no docstring; the model is told what it does from it")
+        params = [p for p in inspect.signature(fn).parameters.values() if p.name != "self"]
+        props = {p.name: {"type": _JSON.get(p.annotation, "string")} for p in params}
+        for line in doc.splitlines():  # Google style "name: what it is" lines under Args:
+            key, _, text = line.strip().partition(":")
+            if key.split(" ")[0] in props and text:
+                props[key.split(" ")[0]]["description"] = text.strip()
+        required = [p.name for p in params if p.default is inspect.Parameter.empty]
+        tools.append(
+            {
+                "name": name,
+                "description": doc.split("\n\n")[0],
+                "parameters": {"type": "object", "properties": props, "required": required},
+            }
+        )
+    return tools
+
+
+def _env(job, cls):
+    if job.get("op") == "describe":
+        return {"values": [], "tools": _env_tools(cls)}
+    values, errors, outputs, observations = [], [], [], []
+    for it in job.get("items") or []:
+        try:
+            env = cls()
+            obs = env.reset(**(it.get("row") or {}))
+            outs = []
+            for name, args in it.get("calls") or []:
+                try:
+                    outs.append(str(getattr(env, name)(**args)))
+                except Exception as exc:  # noqa: BLE001 - the model's bad call is its observation
+                    outs.append("error: " + _err(exc))
+            value = env.get_reward() if job.get("reward") else 0.0
+            values.append(value)
+            errors.append(None)
+        except Exception as exc:  # noqa: BLE001 - one episode's failure is its own errored value
+            obs, outs = None, []
+            values.append(None)
+            errors.append(_err(exc))
+        observations.append(None if obs is None else str(obs))
+        outputs.append(outs)
+    return {"values": values, "errors": errors, "outputs": outputs, "observations": observations}
+
+
 def run(job):
     kind, items, lim = job["kind"], job.get("items") or [], job.get("limits") or {}
     try:
@@ -312,7 +377,7 @@ def run(job):
             target = _compile_module(job["source"], job.get("filename") or "<snippet>").get("evaluate")
             if not callable(target):
                 return {"error": "the snippet defines no function evaluate(example, response)", "fatal": True}
-        elif kind == "python":
+        elif kind in ("python", "env"):
             target = _python(job)
         else:
             target = None
@@ -324,6 +389,8 @@ def run(job):
         return {"error": "setting up the reward failed: " + _err(exc), "fatal": False}
     if job.get("check_only"):
         return {"values": [], "errors": []}
+    if kind == "env":
+        return _env(job, target)
     if kind == "exec":
         return {"values": [], "outputs": [_exec(it["code"]) for it in items]}
     if kind in ("evaluate", "tests"):

@@ -79,8 +79,14 @@ class ToolBox:
         """The offered tools as chat templates' `tools` list (OpenAI function schema)."""
         return [spec(t) for t, _ in self.tools.values()]
 
-    def call(self, name: str, arguments: Any) -> tuple[str, bool]:
-        """(text for the model, whether it is an error)."""
+    def begin(self, prompts: list[str]) -> None:
+        """A batch of episodes starts (registry tools keep no state per episode; env=class's toolbox does)."""
+
+    def finish(self, final: list[str]) -> None:
+        """The batch's episodes ended with these last turns."""
+
+    def call(self, name: str, arguments: Any, episode: int | None = None) -> tuple[str, bool]:
+        """(text for the model, whether it is an error); `episode`: the batch's episode making the call."""
         with self._lock:
             self.calls += 1
         text, failed = self._run(name, arguments)

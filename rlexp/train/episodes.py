@@ -114,6 +114,7 @@ class EpisodeRunner:
         convs: list[list[dict[str, Any]]] = [[] for _ in range(n)]
         prompt_tokens = None
         width = config.max_prompt_length
+        self.tools.begin(prompts)  # env=class: one instance an episode (rlexp.envs.class_tools)
         for turn in range(self.cfg.agent.max_turns):
             live = [i for i in range(n) if active[i]]
             if not live:
@@ -143,6 +144,7 @@ class EpisodeRunner:
         for i in range(n):  # tool results after the last turn the episode has are not part of it
             while masks[i] and not masks[i][-1]:
                 masks[i].pop(), tokens[i].pop()
+        self.tools.finish(final)
         self.last = Episodes(
             final=final,
             tokens=[np.asarray(t, dtype=np.int32) for t in tokens],
@@ -183,7 +185,7 @@ class EpisodeRunner:
             texts[i] += self.tokenizer.decode([stop])
         results = []
         for call in parsed.calls:
-            out, failed = self.tools.call(call.name, call.arguments)
+            out, failed = self.tools.call(call.name, call.arguments, episode=i)
             results.append((call.name, self._cut(out)))
             record.setdefault("tool_calls", []).append({"name": call.name, "arguments": call.arguments})
             convs[i].append({"role": "tool", "name": call.name, "content": results[-1][1], "error": failed})

@@ -30,6 +30,7 @@ import numpy as np
 
 from rlexp.config.schema import RlexpConfig
 from rlexp.config.values import eval_ks
+from rlexp.envs import task_pass_at_1
 from rlexp.rewards import maxtext
 from rlexp.rewards.compose import (
     WEIGHTED_MEAN,
@@ -175,6 +176,7 @@ def evaluate(
         n = t.eval_samples
         groups = [flags[i * n : (i + 1) * n] for i in range(len(rows))]
         result.update(sampled_metrics(groups, eval_ks(t.eval_k, n)))
+        result.update(task_pass_at_1(rep_rows, [s.correct for s in flags]))  # env=...: <task>/pass_at_1
         result["mean_length"] = float(np.mean([len(c) for c in sampled]))
         # first-pass completions that used all of max_completion_tokens without ending: the budget cuts answers
         result["truncated"] = float(np.mean(first_cut))

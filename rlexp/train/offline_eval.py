@@ -84,18 +84,22 @@ def eval_config(run_dir: Path | None, hf_dir: Path | None, overrides: list[str])
         from rlexp.compat.hydra import apply_value_overrides
 
         apply_value_overrides(OverridesParser.create().parse_overrides(keys), cfg)
-    conf = to_config(cfg)
+    from rlexp.envs import resolve
+
+    conf = resolve(to_config(cfg))
     check_rules(conf)
     return conf
 
 
 def eval_rows(conf: RlexpConfig, tokenizer: Any) -> list[dict[str, Any]]:
-    from rlexp.data.registry import load_splits
     from rlexp.data.templates import render_splits
-    from rlexp.tools.toolbox import tools_prompt
+    from rlexp.envs import (
+        load_rows,
+        tools_prompt,  # env=class: the class's tools
+    )
 
     splits = render_splits(
-        load_splits(conf.dataset),
+        load_rows(conf),  # the dataset's rows, or the env's
         conf.data_template,
         conf.chat_template,
         tokenizer,

@@ -29,13 +29,12 @@ from rlexp.algorithms.registry import algorithm_of, reference_copy
 from rlexp.config.schema import RlexpConfig
 from rlexp.config.validate import check_steps
 from rlexp.config.values import eval_metric_names
-from rlexp.data.registry import load_splits
 from rlexp.data.templates import check_turn_markers, render_splits
+from rlexp.envs import check_tasks_kept, load_rows, task_metrics, toolbox, tools_prompt
 from rlexp.errors import ConfigError, RlexpError, RunError
 from rlexp.estimates.flops import step_rates
 from rlexp.rewards.compose import RewardErrorBudgetExceeded, build_rewards
 from rlexp.rewards.registry import probe_services
-from rlexp.tools.toolbox import tools_prompt
 from rlexp.tracking.process import DEFAULT_FACTORY, TrackerProcess
 from rlexp.train import heap, rundir
 from rlexp.train.checkpoint_rows import carry_rows, put_back_rows
@@ -102,13 +101,14 @@ class TrainingSession:
 
     # -- setup -------------------------------------------------------------------------------
     def _load_data(self, tokenizer: Any) -> None:
-        raw = load_splits(self.conf.dataset)
+        raw = load_rows(self.conf)  # the dataset group's rows, or the env's (rlexp.envs)
         check_turn_markers(raw.train, self.conf.data_template, self.conf.chat_template, tokenizer)  # as the preflight
         conf = self.conf
         system = tools_prompt(conf)  # the offered tools, with agent=tools
         splits = render_splits(
             raw, conf.data_template, conf.chat_template, tokenizer, conf.trainer.max_prompt_tokens, system
         )
+        check_tasks_kept(raw, splits, conf.trainer.max_prompt_tokens)  # env=...: no task lost to the filter
         if len(splits.train) != self.plan.checked_train_rows:  # the plan checked dataset.train_size rows
             check_steps(self.conf, len(splits.train))  # after filtering: the rows that will really be trained on
         if not splits.eval:
@@ -196,6 +196,9 @@ class TrainingSession:
             out.update(self.rewards.step_metrics())
         except RlexpError as err:  # acted on by the step hook, after this step's checkpoint
             self.reward_error = err
+        if "task" in fields:  # env=...: env/<task>/reward_mean, errors, latency (rlexp.envs)
+            errored = [any(v[i][1] is not None for v in per_sample.values()) for i in range(len(rewards))]
+            out.update(task_metrics(fields["task"], rewards, errored, self.rewards))
         if self.episodes is not None and self.episodes.failure is not None:  # a tool over agent.tool_error_budget
             self.reward_error = self.reward_error or self.episodes.failure
         if step == 1 or step % self.conf.trainer.samples_every == 0:
@@ -370,7 +373,8 @@ class TrainingSession:
         if self.conf.agent.kind == "tools":  # rollouts become episodes of turns and tool calls
             from rlexp.train.episodes import EpisodeRunner, install
 
-            self.episodes = EpisodeRunner(self.conf, tokenizer)
+            # env=class: the class's methods, each episode's calls routed to its own instance (rlexp.envs)
+            self.episodes = EpisodeRunner(self.conf, tokenizer, toolbox(self.conf, self.train_rows + self.eval_rows))
             install(learner, self.episodes)
         # an rlexp step is one rollout: num_iterations optimizer updates, each a Tunix train step; checkpoints
         # are numbered by updates, as Tunix restores them

@@ -19,6 +19,7 @@ class Page:
     rewards: dict[str, list[str]]  # run dir -> the data-reward of each polyline.curve in its rewards chart
     rows: int  # ranked table rows
     flags: int  # health panel items
+    envs: dict[str, list[str]]  # env task -> the data-series of each polyline.curve in its panel
 
 
 def open_report(path: Path) -> Page:
@@ -52,13 +53,19 @@ def open_report(path: Path) -> Page:
             webdriver.ActionChains(driver).move_to_element(rows[0]).perform()
         curves = {
             fig.get_attribute("data-metric"): len(fig.find_elements(By.CSS_SELECTOR, "polyline.curve"))
-            for fig in driver.find_elements(By.CSS_SELECTOR, "figure.chart:not(.rewards-chart)")
+            for fig in driver.find_elements(By.CSS_SELECTOR, "figure.chart:not(.rewards-chart):not(.env-task)")
         }
         rewards = {
             fig.get_attribute("data-run"): [
                 el.get_attribute("data-reward") for el in fig.find_elements(By.CSS_SELECTOR, "polyline.curve")
             ]
             for fig in driver.find_elements(By.CSS_SELECTOR, "figure.rewards-chart")
+        }
+        envs = {
+            fig.get_attribute("data-task"): [
+                el.get_attribute("data-series") for el in fig.find_elements(By.CSS_SELECTOR, "polyline.curve")
+            ]
+            for fig in driver.find_elements(By.CSS_SELECTOR, "figure.env-task")
         }
         page = Page(
             title=driver.title,
@@ -67,6 +74,7 @@ def open_report(path: Path) -> Page:
             rewards=rewards,
             rows=len(rows),
             flags=len(driver.find_elements(By.CSS_SELECTOR, "#health li")),
+            envs=envs,
         )
     finally:
         driver.quit()

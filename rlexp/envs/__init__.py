@@ -1,0 +1,149 @@
+"""Environments: the `env` group supplies a run's rows, scorer, turns and tools in one choice (docs/envs.md).
+
+`env=none` (the default) leaves the `dataset`, `reward` and `agent` groups as they are. Any other kind is one module
+of this package, listed in `KINDS`, with four functions:
+
+  check(env)        every rule of the env's keys, cheap and before JAX (unknown names: the close match)
+  resolve(conf)     the config the run trains with: its reward functions (and, for a tool-using kind, its agent)
+                    replaced by the env's, its dataset's name and sizes by the env's
+  rows(conf)        the train and eval rows (`rlexp.data.registry.Splits`), each with a `task` field
+  dry_run(conf)     `rlexp validate`'s check: per task, rows generated and the scorer on a right and a wrong answer
+
+An `openenv` kind is one more module and one more row of `KINDS`. Rows carry `task`: the session reports per task
+`env/<task>/reward_mean`, errors and latency at each step, and the eval `<task>/pass_at_1`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from types import ModuleType
+from typing import Any
+
+from rlexp.config.schema import RlexpConfig
+from rlexp.data.registry import Splits, load_splits
+from rlexp.errors import ConfigError
+
+KINDS = {"reasoning_gym": "rlexp.envs.reasoning_gym", "class": "rlexp.envs.user_class"}
+
+
+def close_match(key: str, value: str, choices: Iterable[str], what: str) -> ConfigError:
+    """The one-line refusal of an unknown name, naming the closest known one."""
+    choices = sorted(choices)
+    near = difflib.get_close_matches(value, choices, n=1)
+    hint = (
+        f"did you mean {near[0]}?"
+        if near
+        else f"use one of {', '.join(choices[:12])}{' ...' if len(choices) > 12 else ''}"
+    )
+    return ConfigError(key, value, f"no such {what}; {hint}")
+
+
+def kind_module(conf: RlexpConfig) -> ModuleType | None:
+    """The env kind's module, or None for env=none."""
+    kind = conf.env.kind
+    if kind == "none":
+        return None
+    if kind not in KINDS:
+        raise close_match("env.kind", kind, [*KINDS, "none"], "environment kind")
+    return importlib.import_module(KINDS[kind])
+
+
+def check_env(conf: RlexpConfig) -> None:
+    """The env's rules (rlexp.checks.check_rules calls this before anything heavy loads)."""
+    module = kind_module(conf)
+    if module is not None:
+        module.check(conf.env)
+
+
+def resolve(conf: RlexpConfig) -> RlexpConfig:
+    """The config a run with this env trains, evaluates and validates with (itself for env=none)."""
+    module = kind_module(conf)
+    if module is None:
+        return conf
+    module.check(conf.env)
+    return module.resolve(conf)
+
+
+def load_rows(conf: RlexpConfig, *, allow_downloads: bool = True) -> Splits:
+    """The run's raw rows: the env's, or the dataset group's."""
+    module = kind_module(conf)
+    if module is None:
+        return load_splits(conf.dataset, allow_downloads=allow_downloads)
+    return module.rows(conf)
+
+
+def tools_prompt(conf: RlexpConfig) -> str | None:
+    """The system message offering the run's tools: the env kind's own (env=class: the class's methods), else
+    agent=tools' registry tools (rlexp.tools.toolbox.tools_prompt)."""
+    module = kind_module(conf)
+    if module is not None and hasattr(module, "tools_prompt"):
+        return module.tools_prompt(conf)
+    from rlexp.tools.toolbox import tools_prompt as registry_prompt
+
+    return registry_prompt(conf)
+
+
+def toolbox(conf: RlexpConfig, rows: list[dict[str, Any]]) -> Any:
+    """The episodes' tools where the env kind has its own (env=class), else None (agent.tools' ToolBox)."""
+    module = kind_module(conf)
+    return module.toolbox(conf, rows) if module is not None and hasattr(module, "toolbox") else None
+
+
+def check_tasks_kept(raw: Splits, kept: Splits, max_prompt_tokens: int) -> None:
+    """After the prompt-length filter: every env task still has train and eval rows, else one line naming the task
+    (a run that silently trains on fewer tasks than configured measures the wrong thing)."""
+    for split in ("train", "eval"):
+        before = {str(r["task"]) for r in getattr(raw, split) if "task" in r}
+        lost = sorted(before - {str(r.get("task")) for r in getattr(kept, split)})
+        if lost:
+            raise ConfigError(
+                "trainer.max_prompt_tokens",
+                max_prompt_tokens,
+                f"every {split} prompt of task {lost[0]} is longer; raise it (model.max_context >= max_prompt_tokens"
+                f" + trainer.max_completion_tokens) or make env.tasks.{lost[0]}.config's questions shorter",
+            )
+
+
+def dry_run(conf: RlexpConfig) -> list[dict[str, Any]]:
+    """Per env task: {name, status, detail} (`rlexp validate`); [] for env=none."""
+    module = kind_module(conf)
+    return [] if module is None else module.dry_run(conf)
+
+
+def task_metrics(tasks: Any, rewards: Any, errors: list[bool] | None, reward_set: Any) -> dict[str, float]:
+    """A step's `env/<task>/reward_mean` (errored samples left out), `env/<task>/errors`, and the scorer's own
+    per-task calls and latency where it counts them (`drain_tasks()`)."""
+    out: dict[str, float] = {}
+    if tasks is None:
+        return out
+    by_task: dict[str, list[float]] = defaultdict(list)
+    errs: dict[str, int] = defaultdict(int)
+    for i, (task, value) in enumerate(zip(tasks, rewards, strict=True)):
+        bad = (errors is not None and errors[i]) or not math.isfinite(float(value))
+        errs[str(task)] += bad
+        if not bad:
+            by_task[str(task)].append(float(value))
+    for task in sorted(errs):
+        vals = by_task[task]
+        if vals:
+            out[f"env/{task}/reward_mean"] = sum(vals) / len(vals)
+        out[f"env/{task}/errors"] = float(errs[task])
+    for r in getattr(reward_set, "rewards", []):
+        drain = getattr(r.raw, "drain_tasks", None)
+        if callable(drain):
+            for task, stats in drain().items():
+                out[f"env/{task}/latency_mean_s"] = stats["latency_mean_s"]
+    return out
+
+
+def task_pass_at_1(rows: list[dict[str, Any]], correct: list[bool]) -> dict[str, float]:
+    """The eval's `<task>/pass_at_1` (mean correctness of the sampled completions) per task; {} without tasks."""
+    by_task: dict[str, list[bool]] = defaultdict(list)
+    for row, ok in zip(rows, correct, strict=True):
+        if "task" in row:
+            by_task[str(row["task"])].append(bool(ok))
+    return {f"{t}/pass_at_1": sum(v) / len(v) for t, v in sorted(by_task.items())}
