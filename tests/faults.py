@@ -343,7 +343,7 @@ def campaign(
 
 # ---- the workloads -----------------------------------------------------------------------------------------------
 
-TINY = ["trainer.max_steps=6", "trainer.eval_every=2", "trainer.checkpoint_every=2", "trainer.eval_prompts=8",
+TINY = ["trainer.max_steps=4", "trainer.eval_every=2", "trainer.checkpoint_every=2", "trainer.eval_prompts=8",
         "trainer.eval_samples=1", "trainer.samples_every=2"]  # fmt: skip
 JUDGE = "reward.functions.0.kwargs"
 

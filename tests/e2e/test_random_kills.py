@@ -16,13 +16,15 @@ from tests.rewards.judge_servers import FaultServer
 
 pytestmark = pytest.mark.slow
 
-SEED, KILLS = 42, 30
+# CI's share: 2 kills in each of the five workloads (the suite's time budget); the 30-and-more campaign of the same
+# engine is benchmarks/bench_random_kills.py (its figures: benchmarks/README.md)
+SEED, KILLS = 42, 10
 
 
 def test_random_kills_resume_to_the_uninterrupted_runs_numbers(tmp_path: Path) -> None:
     server = FaultServer()
     try:
-        result = campaign(workloads(tmp_path, server.url("graded")), tmp_path, KILLS, SEED, budget=4)
+        result = campaign(workloads(tmp_path, server.url("graded")), tmp_path, KILLS, SEED, budget=2)
     finally:
         server.shutdown()
     print(result.line())
