@@ -168,6 +168,9 @@ def run_offline_eval(
     from rlexp.train.evaluate import Scorer, eval_sampling, evaluate
     from rlexp.tunix.sampler import eval_rollout_engine, rollout_classes
 
+    folder = out if out and not out.endswith(".json") and "://" not in out else None
+    if folder is not None:  # a folder the user names: rlexp's own (empty, or its marker), checked before anything
+        storage.check_output_dir(folder)
     run_dir, root, step, hf_dir = find_target(target, step)
     if root is not None:
         check_restorable(root, step or 0)
@@ -211,5 +214,7 @@ def run_offline_eval(
         "dataset_config": asdict(conf.dataset),
         "classes": rollout_classes(engine),  # Tunix's own sampler, or perf.patches' lean_sampler
     }
+    if folder is not None:
+        storage.claim_output_dir(folder, note="written by: rlexp eval\n")
     storage.write_json(path, record)
     return path, record

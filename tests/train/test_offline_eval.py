@@ -129,3 +129,15 @@ def test_eval_rows_carry_the_prompt_with_the_chat_template_applied() -> None:
     assert rows and all(
         r["prompt"] == f"<|im_start|>user\n{r['question']}<|im_end|>\n<|im_start|>assistant\n" for r in rows
     )
+
+
+def test_an_out_folder_rlexp_did_not_write_is_refused_and_left_as_it_was(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    """`rlexp eval RUN --out DIR` writes into DIR only if it is new, empty or rlexp's (storage.claim_output_dir)."""
+    from rlexp.eval import main
+
+    theirs = tmp_path / "downloads"
+    theirs.mkdir()
+    (theirs / "model.safetensors").write_bytes(b"weights")
+    status, err = main([str(tmp_path / "no-run"), "--out", str(theirs)]), capsys.readouterr().err
+    assert status == 2 and "a folder holding other files that rlexp did not write" in err, err
+    assert len(err.strip().splitlines()) == 1 and [p.name for p in theirs.iterdir()] == ["model.safetensors"]
