@@ -35,7 +35,7 @@ import psutil
 from tests.helpers import rlexp_command, rlexp_env
 
 # Metric names whose values are wall-clock (step and eval times, reward latencies, ETAs, timestamps): excluded.
-WALL_CLOCK = re.compile(r"(^|/)perf/|latency|_time_sec$|_sec$|_seconds$|timestamp|(^|/)time$|(^|/)eta$|elapsed")
+WALL_CLOCK = re.compile(r"(^|/)perf/|latency|_time_sec$|_sec$|_seconds$|timestamp|(^|/)time$|(^|/)eta$|elapsed|^seconds$")
 TEMP_NAME = re.compile(r"tmp", re.IGNORECASE)  # orbax `<step>.orbax-checkpoint-tmp-*`, storage's `.tmp-*`, *.tmp
 TAG = "RLEXP_FAULT_TAG"
 
@@ -370,7 +370,10 @@ def sweep_state(sweep_dir: Path) -> dict[str, Any]:
 
 def eval_state(run_dir: Path) -> dict[str, Any]:
     """`rlexp eval`'s result files in the run dir's eval/ folder."""
-    return {p.name: _clean(json.loads(p.read_text())) for p in sorted((run_dir / "eval").glob("*.json"))}
+    records = {p.name: _clean(json.loads(p.read_text())) for p in sorted((run_dir / "eval").glob("*.json"))}
+    for record in records.values():
+        record.pop("target", None)  # the run dir it evaluated: each chain's own folder
+    return records
 
 
 def workloads(root: Path, judge_url: str) -> list[Workload]:
