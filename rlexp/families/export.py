@@ -11,6 +11,7 @@ tower, say) are copied unchanged, so `transformers` loads the folder like the or
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -34,6 +35,10 @@ from rlexp.models.export import (
 )
 from rlexp.models.hub import CONFIG_AND_TOKENIZER_FILES
 from rlexp.models.loader import resolve_model_dir
+
+log = logging.getLogger(__name__)
+# files a Hugging Face tokenizer loads from; a base folder with none of them has no tokenizer to export
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
 
 
 def hf_tensors(m: ModelConfig, params: dict[str, np.ndarray], prefix: str = "model.") -> dict[str, np.ndarray]:
@@ -118,7 +123,10 @@ def export(
         config.pop("quantization_config", None)  # weights are written dequantised
         (dest / "config.json").write_text(json.dumps(config, indent=2))
     chosen = sampling(cfg) if sampling is not None else {"temperature": 0.0, "top_p": 1.0, "top_k": 1}
-    export_extras.finish_folder(dest, cfg, load_tokenizer(m), chosen)
+    if any((base_dir / name).is_file() for name in TOKENIZER_FILES):
+        export_extras.finish_folder(dest, cfg, load_tokenizer(m), chosen)
+    else:  # a base folder without a tokenizer (weights only): nothing to make answer as rlexp's sampler does
+        log.warning("rlexp export: %s has no tokenizer; %s gets weights and config.json only", base_dir, dest)
     (dest / "README.md").write_text(
         export_extras.model_card(cfg, run_dir, step, command, adapter=adapter, sampling=chosen)
     )

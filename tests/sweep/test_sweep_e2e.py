@@ -121,7 +121,8 @@ def test_report_written_at_the_end_opens_in_chromium(sweep: Sweep) -> None:
     assert page.errors == []
     assert page.rows == 4
     curves = {"rewards/sum": 4, "eval/pass_at_1": 4, "kl": 4, "completions/mean_length": 4, "pass_at_k/1": 4}
-    assert page.curves == curves  # pass@k over steps: one chart per k (here k=1), a line per run
+    curves["pass_at_k/2"] = 4  # eval_k defaults to every power of two up to the sweep's eval_samples
+    assert page.curves == curves  # pass@k over steps: one chart per k, a line per run
 
 
 def test_report_cli_on_the_sweep_dir(sweep: Sweep, tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from rlexp.train.checkpoints import _ITEMS as ITEMS
 from tests.helpers import compose_cfg, compose_conf, run_rlexp
 
 RUN = [
@@ -88,7 +89,8 @@ def test_bad_targets_end_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixtu
     run_dir = tmp_path / "run"  # as a run leaves it: its config and a checkpoint step (not read by these cases)
     (run_dir / ".hydra").mkdir(parents=True)
     (run_dir / ".hydra" / "config.yaml").write_text(OmegaConf.to_yaml(compose_cfg(RUN)))
-    (run_dir / "checkpoints" / "actor" / "2").mkdir(parents=True)
+    for item in ITEMS:  # a step whose folders are there: these cases fail on what they name, before any weights
+        (run_dir / "checkpoints" / "actor" / "2" / item).mkdir(parents=True)
     (tmp_path / "one.jsonl").write_text('{"question": "1+1=", "answer": "2"}\n{"question": "2+1=", "answer": "3"}\n')
     cases = [
         ([str(run_dir), "3"], 2, "no such step; saved steps: 2"),
