@@ -102,6 +102,7 @@ def check_before_printing(args: list[str]) -> tuple[int, Any]:
     from rlexp import cli
     from rlexp.algorithms.registry import check_keys
     from rlexp.config.load import compose, to_config
+    from rlexp.config.values import check_values
 
     typed = None
 
@@ -110,6 +111,7 @@ def check_before_printing(args: list[str]) -> tuple[int, Any]:
         cli.check_command_line(args)  # grammar, options, keys, types: before composing
         overrides = _overrides(args)
         typed = to_config(compose(overrides))
+        check_values(typed)  # single keys' values: ranges, known words, a negative price, a zero model size
         check_keys(typed.trainer)  # the algorithm's keys: e.g. a KL coefficient for DAPO, which has no KL term
         log.debug("--cfg: %d override(s) composed and checked against the schema: %s", len(overrides), overrides)
         return 0

@@ -195,3 +195,15 @@ def test_a_free_form_key_hydra_cannot_set_says_how_to_add_it(tmp_path) -> None:
         "rlexp: error: reward.functions.0.kwargs.model='judge': not in this config yet; "
         "add it with +reward.functions.0.kwargs.model=judge"
     ]
+
+
+@pytest.mark.parametrize(
+    "override, key",
+    [("cost.price_per_chip_hour=-1", "cost.price_per_chip_hour"), ("model.max_context=0", "model.max_context")],
+)
+def test_cfg_job_refuses_a_bad_value_as_the_run_would(override: str, key: str, tmp_path) -> None:
+    """`--cfg job` checks single keys' values (rlexp.config.values) before printing, as `rlexp validate` and a
+    run do: a negative price or a zero model size is one line naming the key, not a printed config."""
+    out = rlexp(override, "--cfg", "job", cwd=tmp_path)
+    assert out.returncode == 2 and out.stdout == "", out.stdout[-500:]
+    assert out.stderr.startswith(f"rlexp: error: {key}=") and len(out.stderr.strip().splitlines()) == 1, out.stderr
