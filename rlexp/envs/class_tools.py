@@ -117,14 +117,10 @@ class ClassToolBox:
         return out
 
     def over_budget(self, budget: float, what: str = "a training step") -> RunError | None:
-        for name, (calls, failed) in sorted(self.drain().items()):
-            if calls and (failed == calls if budget >= 1 else failed > budget * calls):
-                return RunError(
-                    f"agent.tool_error_budget={budget:g}: {self.env.target}'s tool {name} failed {failed} of its "
-                    f"{calls} calls in {what} (last error: {self.last_error.get(name, '?')}); fix the class or "
-                    "raise the budget"
-                )
-        return None
+        from rlexp.tools.toolbox import budget_error
+
+        who = f"{self.env.target}'s tool {{name}}"
+        return budget_error(self.drain(), self.last_error, budget, what, who, "the class")
 
     def close(self) -> None:
         return None

@@ -109,14 +109,9 @@ class ToolBox:
     def over_budget(self, budget: float, what: str = "a training step") -> RunError | None:
         """The error stopping the run when a tool failed on more than `budget` of its calls since the last drain
         (budget 1.0: on all of them), else None; drains the counts."""
-        for name, (calls, failed) in sorted(self.drain().items()):
-            if calls and (failed == calls if budget >= 1 else failed > budget * calls):
-                return RunError(
-                    f"agent.tool_error_budget={budget:g}: tool {name} failed {failed} of its {calls} calls in {what} "
-                    f"(last error: {self.last_error.get(name, '?')}); fix agent.tools' {name} entry (its kwargs) or "
-                    "raise the budget"
-                )
-        return None
+        return budget_error(
+            self.drain(), self.last_error, budget, what, "tool {name}", "agent.tools' {name} entry (its kwargs)"
+        )
 
     def _run(self, name: str, arguments: Any) -> tuple[str, bool]:
         if name not in self.tools:
@@ -134,3 +129,18 @@ class ToolBox:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def budget_error(
+    counts: dict[str, list[int]], last_error: dict[str, str], budget: float, what: str, who: str, fix: str
+) -> RunError | None:
+    """The one agent.tool_error_budget rule: the first tool (by name) that failed on more than `budget` of its
+    `counts` ([calls, failed]) — all of them at budget 1.0 — as one line naming it (`who`, `fix`: formats of its
+    name) and its last error; None when every tool held."""
+    for name, (calls, failed) in sorted(counts.items()):
+        if calls and (failed == calls if budget >= 1 else failed > budget * calls):
+            return RunError(
+                f"agent.tool_error_budget={budget:g}: {who.format(name=name)} failed {failed} of its {calls} calls in "
+                f"{what} (last error: {last_error.get(name, '?')}); fix {fix.format(name=name)} or raise the budget"
+            )
+    return None
