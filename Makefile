@@ -31,7 +31,7 @@ run: $(RUN_STAMP)
 test: $(TEST_STAMP)
 	scripts/install_system_deps.sh
 	$(PY) -m ruff check .
-	# One pytest process for the whole suite: tests/conftest.py puts back what a test changes in the process
+	# pytest-xdist runs the suite on one worker per core (pyproject addopts): tests/conftest.py puts back what a test changes in a worker
 	# (logging handlers and levels, Hydra's global state, cwd, environment, JAX flags) and keeps absl's handler off
 	# pytest's capture, so in-process Hydra runs, torch-importing modules and the sweep fan-out run side by side.
 	# `pytest -m "not slow"` is the fast tier (no training runs, no servers).

@@ -1,4 +1,7 @@
-"""What one test changes in this process is undone before the next: the whole suite runs as one pytest process.
+"""What one test changes in this process is undone before the next; which tests share a worker.
+
+The suite runs under pytest-xdist (pyproject's addopts): one worker per core, each a long-lived pytest process
+that runs many tests in turn, so the state a test leaves in its process is put back here.
 
 Several tests run the user's commands in-process (tests.launch.conftest.run_cli, rlexp.train in-process), and a
 Hydra app configures the process as a command would: `logging.config.dictConfig` of hydra/job_logging (handlers
@@ -31,6 +34,27 @@ def _absl_stream_off_the_capture() -> None:
 
 
 _absl_stream_off_the_capture()
+
+
+# Tests that share one outside resource run on one worker, in collection order: the local Slurm (one cluster per
+# session, brought up and down by tests/slurm/conftest.py) and the bad-input table, whose session fixture runs
+# every selected case of the table at once (on two workers it would run them all twice).
+GROUPS = {"tests/slurm/": "slurm", "tests/cli/test_bad_inputs.py::test_bad_input_is_one_line": "bad_inputs"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the grouped tests before xdist reads the marks (it suffixes their node ids with the group)."""
+    for item in items:
+        for prefix, group in GROUPS.items():
+            if item.nodeid.startswith(prefix):
+                item.add_marker(pytest.mark.xdist_group(group))
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """One worker per usable core (xdist's `auto` counts physical cores: 1 on a 2-vCPU machine), at most 8: each
+    worker may hold a JAX client and a training run."""
+    return max(1, min(8, len(os.sched_getaffinity(0))))
 
 
 def _logging_state() -> tuple:
