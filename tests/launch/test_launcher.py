@@ -75,6 +75,28 @@ def test_multirun_3x2_gives_6_distinct_manifests(tmp_path: Path, make_launcher: 
         js = yaml.safe_load(texts[i])
         args = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["args"]
         assert args[:4] == jobs[i]
+        _assert_the_pod_s_plan(launcher, js, args)
+
+
+def _assert_the_pod_s_plan(launcher: object, jobset: dict, args: list[str]) -> None:
+    """The plan in the JobSet (`RLEXP_PLAN`) is the one the pod's command replays: made for the config the pod
+    composes from its args (Hydra's own composition; the launcher's may share one between jobs) and its run dir."""
+    import json
+
+    from omegaconf import OmegaConf, open_dict
+
+    from rlexp.train.plan import SUBMITTED, config_hash
+
+    (container,) = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    plan = json.loads(env["RLEXP_PLAN"])
+    assert set(plan) == set(SUBMITTED) and plan["action"] == "train" and plan["memory"] and plan["cost"]
+    assert f"output_dir={plan['run_dir']}" in args and plan["run_dir"] == env["RLEXP_OUTPUT_DIR"]
+    loader = launcher.hydra_context.config_loader  # type: ignore[attr-defined]
+    pod = loader.load_sweep_config(launcher.config, [a for a in args if not a.startswith("hydra.")])  # type: ignore[attr-defined]
+    with open_dict(pod):
+        pod.pop("hydra")
+    assert plan["config_hash"] == config_hash(OmegaConf.to_container(pod, resolve=True))
 
 
 @pytest.mark.slow
