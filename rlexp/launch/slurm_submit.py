@@ -133,7 +133,7 @@ def with_plan(job: SlurmJob) -> list[str]:
     plan = job.extra["plan"]
     path = storage.join(plan.run_dir, PLAN_FILE)
     storage.write_text(path, json.dumps(plan.submitted(), indent=2) + "\n")
-    return [*job.overrides, f"hydra.job.env_set.{PLAN_ENV}={quoted(path)}"]
+    return [*job.overrides, f"++hydra.job.env_set.{PLAN_ENV}={quoted(path)}"]
 
 
 def quoted(value: str) -> str:

@@ -214,8 +214,8 @@ def test_shared_preflight_runs_once_per_sweep(
 
     calls: list[dict] = []
 
-    def fake_preflight(cfg: object, out_dir: str, *, allow_downloads: bool = True) -> dict:
-        calls.append({"out_dir": out_dir, "allow_downloads": allow_downloads})
+    def fake_preflight(cfg: object, out_dir: str, *, allow_downloads: bool = True, **planned: dict) -> dict:
+        calls.append({"out_dir": out_dir, "allow_downloads": allow_downloads, **planned})
         return {"ok": True, "checks": [{"name": "completions", "status": "skipped"}], "skipped": ["weights not here"]}
 
     monkeypatch.setattr(rlexp.checks.data_preflight, "preflight", fake_preflight)
@@ -223,6 +223,7 @@ def test_shared_preflight_runs_once_per_sweep(
     rets = launcher.launch([["model=gemma4_e4b", "slice=v6e-32", f"seed={s}"] for s in range(6)], initial_job_idx=0)
     assert len(rets) == 6
     assert len(calls) == 1 and calls[0]["allow_downloads"] is False  # a dry run downloads nothing
+    assert calls[0]["checked"]["total"] > 0 and calls[0]["cost"]["steps"] > 0  # the plan's: not estimated again
 
 
 def test_failed_preflight_stops_the_launch(
@@ -234,7 +235,7 @@ def test_failed_preflight_stops_the_launch(
     monkeypatch.setattr(
         rlexp.checks.data_preflight,
         "preflight",
-        lambda cfg, out_dir, allow_downloads=True: {
+        lambda cfg, out_dir, allow_downloads=True, **planned: {
             "ok": False,
             "checks": [{"name": "reward:acc", "status": "failed", "detail": "3 errors"}],
         },
@@ -279,7 +280,7 @@ def test_remote_data_not_cached_here_is_skipped_not_failed(
 ) -> None:
     import rlexp.checks.data_preflight
 
-    def offline_preflight(cfg: object, out_dir: str, *, allow_downloads: bool = True) -> dict:
+    def offline_preflight(cfg: object, out_dir: str, *, allow_downloads: bool = True, **planned: dict) -> dict:
         checks = [
             {"name": "config", "status": "ok", "detail": ""},
             {"name": "dataset", "status": "failed", "detail": "could not be loaded from the hub or its cache"},

@@ -307,18 +307,20 @@ def test_a_plan_path_with_no_plan_is_refused_and_no_plan_means_the_job_plans_its
 
 
 def test_a_slurm_job_s_plan_is_written_to_its_run_dir_and_named_by_its_overrides(tmp_path: Path) -> None:
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra import compose, initialize_config_dir
 
+    from rlexp.config.load import CONF_DIR
     from rlexp.launch.slurm_jobs import SlurmJob
     from rlexp.launch.slurm_submit import with_plan
 
     run_dir = tmp_path / "sweep, one=1" / "0"  # a comma and an equals sign in a path stay one value
     plan = RunPlan(TRAIN, str(run_dir), "", memory={"total": 1}, cost={"steps": 2}, config_hash="ab")
     job = SlurmJob(0, ["seed=1"], run_dir, "rlexp", extra={"plan": plan})
-    *overrides, named = with_plan(job)
-    assert overrides == ["seed=1"]
-    parsed = OverridesParser.create().parse_override(named)
-    assert parsed.key_or_group == "hydra.job.env_set.RLEXP_PLAN" and parsed.value() == str(run_dir / PLAN_FILE)
+    overrides = with_plan(job)
+    assert overrides[0] == "seed=1"
+    with initialize_config_dir(config_dir=CONF_DIR, version_base=None):  # as the job composes them
+        cfg = compose("config", overrides=overrides, return_hydra_config=True)
+    assert cfg.seed == 1 and cfg.hydra.job.env_set.RLEXP_PLAN == str(run_dir / PLAN_FILE)
     assert json.loads((run_dir / PLAN_FILE).read_text()) == plan.submitted()
 
 
