@@ -36,8 +36,10 @@ from rlexp.errors import RunError
 PLAN_FILE = "plan.json"
 PLAN_ENV = "RLEXP_PLAN"  # in a submitted job: the submitter's plan, as JSON or the path of its plan.json
 TRAIN, SUBMIT, DONE = "train", "submit", "done"
-# What a submitter decides for its job (the rest is decided where the job starts: rlexp.train.plan._job_start)
+# What a submitter decides for its job (a local run decides it too, after its start's decisions)
 SUBMITTED = ("action", "run_dir", "memory", "cost", "checked_train_rows", "config_hash")
+# What a job decides where and when it starts, at every start
+STARTED = ("action", "run_dir", "records_dir", "resume_step", "set_aside", "lock")
 UNHASHED = ("output_dir",)  # where the run's files go is the plan's run_dir, checked on its own
 
 
@@ -112,7 +114,8 @@ def config_hash(resolved: Mapping[str, Any]) -> str:
 
 def plan_submission(conf: RlexpConfig, resolved: Mapping[str, Any], run_dir: str, memory: dict[str, Any]) -> RunPlan:
     """The plan a launcher makes for a job it submits, once `rlexp.checks.check_config(conf)` passed (`memory`:
-    its estimate): what follows from the config alone. The job decides the rest when it starts (_job_start).
+    its estimate): what follows from the config alone (a local run's plan holds the same). The job decides the
+    rest when it starts (_job_start).
 
     `conf`: the config the job trains (rlexp.envs.resolve applied); `resolved`: the job's resolved config."""
     from rlexp.checks import estimates
@@ -179,21 +182,14 @@ def make_plan(conf: RlexpConfig, cfg: Any, records_dir: str, remote: Callable[[]
         from rlexp.checks import check_rules
 
         memory = check_rules(conf)  # every other rule of the config; the memory estimate it checked
-    digest = config_hash(OmegaConf.to_container(cfg, resolve=True))  # type: ignore[arg-type]
+    resolved: Mapping[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
     if carried is not None:
-        _check_carried(carried, digest, run_dir)
+        _check_carried(carried, config_hash(resolved), run_dir)
     started = _job_start(conf, cfg, run_dir, records_dir)
-    if started.action == DONE or carried is not None:
-        return dataclasses.replace(carried or started, **_started_fields(started))
-    from rlexp.checks import estimates
-
-    rows = conf.dataset.train_size if conf.dataset.train_size > 0 else None  # checked by the rules already
-    return dataclasses.replace(started, checked_train_rows=rows, config_hash=digest, **estimates(conf, memory))
-
-
-def _started_fields(started: RunPlan) -> dict[str, Any]:
-    names = ("action", "run_dir", "records_dir", "resume_step", "set_aside", "lock", "completed_steps", "objective")
-    return {name: getattr(started, name) for name in names}
+    if started.action == DONE:
+        return started
+    decided = carried or plan_submission(conf, resolved, run_dir, memory)
+    return dataclasses.replace(decided, **{name: getattr(started, name) for name in STARTED})
 
 
 def _job_start(conf: RlexpConfig, cfg: Any, run_dir: str, records_dir: str) -> RunPlan:

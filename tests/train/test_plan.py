@@ -235,6 +235,16 @@ def test_the_checks_are_split_between_the_submitter_and_the_job() -> None:
     assert every == {*SUBMIT_SIDE, *JOB_START, "rlexp.train.runlock.take"}  # the lock: none in a pod or Slurm job
 
 
+def test_the_config_hash_leaves_out_the_output_dir_and_compares_numbers_by_value() -> None:
+    from rlexp.train.plan import config_hash
+
+    base = {"trainer": {"learning_rate": 1.0, "stop": [2, 3.5]}, "output_dir": None}
+    assert config_hash(base) == config_hash(
+        {"output_dir": "gs://b/r", "trainer": {"stop": [2.0, 3.5], "learning_rate": 1}}
+    )
+    assert config_hash(base) != config_hash({**base, "trainer": {"learning_rate": 1.5, "stop": [2, 3.5]}})
+
+
 def submitted_job(
     monkeypatch: pytest.MonkeyPatch, run_dir: Path, *overrides: str, change: dict | None = None
 ) -> RunPlan:
