@@ -67,12 +67,14 @@ def _memory(cfg: RlexpConfig, rep: _Report, checked: dict[str, Any] | None) -> d
     return est
 
 
-def _cost(cfg: RlexpConfig, rep: _Report, memory: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Chip-hours and cost of the run, as a run's plan estimates them (rlexp.checks.estimates); an unreadable
-    calibration run dir fails the check."""
+def _cost(
+    cfg: RlexpConfig, rep: _Report, memory: dict[str, Any] | None, planned: dict[str, Any] | None = None
+) -> dict[str, Any] | None:
+    """Chip-hours and cost of the run, as a run's plan estimates them (rlexp.checks.estimates; `planned`: the
+    estimate a launcher's plan made already); an unreadable calibration run dir fails the check."""
     from rlexp.estimates.cost import format_cost
 
-    est = rep.run("cost", lambda: estimates(cfg, memory or {})["cost"])
+    est = rep.run("cost", lambda: planned if planned is not None else estimates(cfg, memory or {})["cost"])
     if est is not None and "error" in est:
         rep.checks[-1].update(status="failed", detail=est["error"])
         return None
@@ -153,10 +155,16 @@ def _not_run(rep: _Report, names: tuple[str, ...], why: str) -> None:
 
 
 def preflight(
-    cfg: RlexpConfig, out_dir: str, *, allow_downloads: bool = True, checked: dict[str, Any] | None = None
+    cfg: RlexpConfig,
+    out_dir: str,
+    *,
+    allow_downloads: bool = True,
+    checked: dict[str, Any] | None = None,
+    cost: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run every check, write `<out_dir>/validation.json` and return its content (`ok` says whether all passed).
-    `checked`: the memory estimate `check_config` returned, when the caller checked the config already."""
+    `checked`: the memory estimate `check_config` returned, when the caller checked the config already; `cost`:
+    the cost estimate a launcher's plan made (rlexp.train.plan.plan_submission)."""
     from rlexp.data.registry import load_splits
     from rlexp.data.templates import doubled_markers, render_prompt
     from rlexp.envs import dry_run, load_rows
@@ -173,7 +181,7 @@ def preflight(
     else:
         rep.add("config", "ok")
     result["memory"] = _memory(cfg, rep, checked)
-    result["cost"] = _cost(cfg, rep, result["memory"])  # with the memory: the estimates a run's plan holds
+    result["cost"] = _cost(cfg, rep, result["memory"], cost)  # with the memory: the estimates a run's plan holds
     given = rep.run("completions_file", lambda: read_completions(v.completions)) if v.completions else None
     if v.completions and given is None:  # stop at the first input error: no dataset, no model
         result.update(ok=False, checks=rep.checks, skipped=rep.skipped)

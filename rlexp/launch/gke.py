@@ -113,8 +113,11 @@ def _resolve(cfg: DictConfig) -> dict:
 def prepare(jobs: Sequence[Job], conf: GkeLauncherConf, *, single: bool = False) -> list[Rendered]:
     """Checks, names and manifests for every job; raises on the first problem, before any submission.
 
-    `single`: a run without -m, whose valid run_name becomes the JobSet name as is (rlexp.launch.names)."""
+    `single`: a run without -m (its plan checked its values: rlexp.train.plan.make_plan), whose valid run_name
+    becomes the JobSet name as is (rlexp.launch.names). Each job's plan goes into its JobSet (`RLEXP_PLAN`)."""
     from rlexp.config.load import to_config
+    from rlexp.envs import resolve
+    from rlexp.train.plan import plan_submission
 
     if not conf.dry_run and not conf.output_root:
         raise ConfigError(
@@ -139,10 +142,8 @@ def prepare(jobs: Sequence[Job], conf: GkeLauncherConf, *, single: bool = False)
     for job in jobs:
         try:
             resolved = job.resolved
-            typed = to_config(resolved)
-            prelaunch.check_job(typed, conf.pathways)
-            if conf.preflight:
-                shared.run_once(typed, job.raw, job.out_dir)
+            typed = resolve(to_config(resolved))  # env=...: the config the pod trains
+            memory = prelaunch.check_job(typed, conf.pathways, values=not single)
             tpu = tpu_slice(typed.slice.name, typed.slice.topology)
             name = jobset_name(typed.run_name, job.overrides, conf.name_prefix, single=single and len(jobs) == 1)
             check_name(name)
@@ -151,6 +152,9 @@ def prepare(jobs: Sequence[Job], conf: GkeLauncherConf, *, single: bool = False)
                 raise ConfigError(
                     "output_dir", output_dir, "a pod's local disk is lost with it: use gs://... or unset it"
                 )
+            plan = plan_submission(typed, resolved, output_dir, memory)  # the pod replays it (RLEXP_PLAN)
+            if conf.preflight:
+                shared.run_once(typed, job.raw, job.out_dir, plan)
             args = list(job.overrides)
             if not any(a.split("=", 1)[0].lstrip("+~") == "output_dir" for a in args):
                 args.append(f"output_dir={output_dir}")
@@ -165,6 +169,7 @@ def prepare(jobs: Sequence[Job], conf: GkeLauncherConf, *, single: bool = False)
                 run_name=typed.run_name,
                 labels={"rlexp.dev/slice": typed.slice.name},
                 env={str(k): str(v) for k, v in typed.trainer.rollout.env.items()},
+                plan=json.dumps(plan.submitted(), sort_keys=True),
             )
             manifest = render(spec, conf)
             check_jobset(manifest, tpu, typed.slice.num_slices)

@@ -15,6 +15,7 @@ from rlexp.config.hardware import TpuSlice
 from rlexp.config.launcher import PATHWAYS_IMAGES, GkeLauncherConf
 from rlexp.errors import ConfigError
 from rlexp.train.distributed import IN_CLUSTER_ENV
+from rlexp.train.plan import PLAN_ENV
 
 API_VERSION = "jobset.x-k8s.io/v1alpha2"
 COMMAND = ["python", "-m", "rlexp"]  # the image's ENTRYPOINT (Dockerfile); exec form, never a shell string
@@ -43,6 +44,7 @@ class JobSpec:
     run_name: str
     labels: dict[str, str] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)  # trainer.rollout.env; hydra.launcher.env wins on a clash
+    plan: str | None = None  # the submitter's plan as JSON (rlexp.train.plan): the pod replays it
 
 
 def _field_env(name: str, path: str) -> dict:
@@ -76,6 +78,7 @@ def _rlexp_container(spec: JobSpec, conf: GkeLauncherConf, env: list[dict], reso
         {"name": IN_CLUSTER_ENV, "value": "gke"},
         {"name": "RLEXP_JOB_NAME", "value": spec.name},
         {"name": "RLEXP_OUTPUT_DIR", "value": spec.output_dir},
+        *([{"name": PLAN_ENV, "value": spec.plan.replace("$(", "$$(")}] if spec.plan else []),
         *({"name": k, "value": str(v)} for k, v in sorted({**spec.env, **conf.env}.items())),
         *secret_env(conf),
     ]

@@ -1,7 +1,8 @@
 """The checks a launcher runs before it submits anything.
 
-Per job (cheap, no downloads): the config rules (`rlexp.checks.check_config`), the mesh against the slice, the
-memory estimate, the cost estimate (`rlexp.estimates.cost`; each distinct one printed, and the sweep's total). Once
+Per job (cheap, no downloads): the config rules (`rlexp.checks.check_config`), the mesh against the slice, and the
+job's plan (`rlexp.train.plan.plan_submission`: its memory and cost estimates, each distinct one printed, and the
+sweep's total; the job replays the plan instead of checking again). Once
 per distinct model/data combination of a sweep: the project's preflight (`rlexp.checks.data_preflight`) with downloads
 disabled, so it checks the tokenizer, data and weights only when they are at hand and names every check it could
 not run. A dry run therefore needs neither weights nor network.
@@ -15,18 +16,21 @@ from pathlib import Path
 from typing import Any
 
 from rlexp import storage
-from rlexp.checks import check_config
+from rlexp.checks import check_config, check_rules
 from rlexp.config.derived import resolve_mesh
 from rlexp.config.hardware import TPU_TOPOLOGIES
 from rlexp.config.schema import RlexpConfig
 from rlexp.errors import ConfigError, RlexpError
+from rlexp.train.plan import RunPlan
 
 log = logging.getLogger(__name__)
 MAX_ESTIMATE_LINES = 5
 
 
-def check_job(cfg: RlexpConfig, pathways: bool = True) -> None:
-    """Config rules and slice fit; raises ConfigError before anything is rendered."""
+def check_job(cfg: RlexpConfig, pathways: bool = True, *, values: bool = True) -> dict[str, Any]:
+    """Config rules and slice fit; raises ConfigError before anything is rendered. Returns the memory estimate
+    the rules were checked against. `values=False`: the single keys' values were checked already (a single
+    run's plan checks them before it hands the run over, rlexp.train.plan.make_plan)."""
     s = cfg.slice
     if s.kind != "tpu":
         raise ConfigError(
@@ -34,7 +38,8 @@ def check_job(cfg: RlexpConfig, pathways: bool = True) -> None:
             s.name,
             f"the GKE launcher runs TPU slices ({', '.join(TPU_TOPOLOGIES)}); use hydra/launcher=basic for {s.name}",
         )
-    check_config(cfg)  # includes resolve_mesh: fsdp x tp must equal the slice's trainer devices
+    # the rules include resolve_mesh: fsdp x tp must equal the slice's trainer devices
+    memory = check_config(cfg) if values else check_rules(cfg)
     fsdp, tp = resolve_mesh(s)
     if s.rollout_devices and s.rollout_devices % tp:
         raise ConfigError("slice.rollout_devices", s.rollout_devices, f"must be a multiple of slice.mesh.tp={tp}")
@@ -44,6 +49,7 @@ def check_job(cfg: RlexpConfig, pathways: bool = True) -> None:
         )
     if s.num_slices < 1:
         raise ConfigError("slice.num_slices", s.num_slices, "use 1 or more slices")
+    return memory
 
 
 class SharedChecks:
@@ -56,11 +62,15 @@ class SharedChecks:
         self.estimates: dict[str, tuple] = {}
         self.costs: list[dict] = []  # one per job
 
-    def run_once(self, cfg: RlexpConfig, raw: Any, out_dir: Path) -> None:
-        from rlexp.estimates.cost import estimate_cost
+    def run_once(self, cfg: RlexpConfig, raw: Any, out_dir: Path, plan: RunPlan) -> None:
+        """Record the job's planned estimates; the preflight once per distinct model/data/templates/reward."""
+        from rlexp.estimates.memory import format_estimate
 
-        self._estimate(cfg)
-        self.costs.append(estimate_cost(cfg))
+        assert plan.memory is not None and plan.cost is not None, plan
+        if "error" in plan.cost:  # an unreadable cost.calibration: refused before anything is submitted
+            raise RlexpError(plan.cost["error"])
+        self.estimates.setdefault(format_estimate(plan.memory), (cfg.model.name, cfg.slice.name))
+        self.costs.append(plan.cost)
         key = (
             repr(raw.get("model")),
             repr(raw.get("dataset")),
@@ -73,7 +83,8 @@ class SharedChecks:
         from rlexp.checks.data_preflight import preflight
 
         out_dir.mkdir(parents=True, exist_ok=True)
-        result = preflight(cfg, str(out_dir), allow_downloads=self.allow_downloads) or {}
+        planned = {"checked": plan.memory, "cost": plan.cost}  # the preflight estimates nothing again
+        result = preflight(cfg, str(out_dir), allow_downloads=self.allow_downloads, **planned) or {}
         self.done[key] = result
         if not self.allow_downloads and storage.is_remote_source(cfg.dataset.source):
             if _data_not_here_is_skipped(result, cfg.dataset.source):
@@ -86,13 +97,6 @@ class SharedChecks:
             raise RlexpError(
                 f"preflight failed ({what or 'see validation.json'}); details in {out_dir}/validation.json"
             )
-
-    def _estimate(self, cfg: RlexpConfig) -> None:
-        """Memory per chip; each distinct estimate of the sweep is printed once."""
-        from rlexp.estimates.memory import estimate_memory, format_estimate
-
-        line = format_estimate(estimate_memory(cfg))
-        self.estimates.setdefault(line, (cfg.model.name, cfg.slice.name))
 
     def report(self) -> None:
         lines = list(self.estimates)

@@ -8,7 +8,10 @@ earlier invocation submitted that Slurm still holds are waited for, not submitte
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import re
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -58,9 +61,11 @@ def launch_sweep(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_
 
     from rlexp.checks import check_config
     from rlexp.config.load import to_config
+    from rlexp.envs import resolve
     from rlexp.errors import user_errors_from_resolvers
     from rlexp.launch.compose import SweepComposer
     from rlexp.sweep.resume import completed_objective
+    from rlexp.train.plan import plan_submission
 
     setup_globals()
     HydraConfig.instance().set_config(launcher.config)  # for `${hydra:...}` in task configs
@@ -80,11 +85,13 @@ def launch_sweep(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_
                 job.outcome = job_return(job, "COMPLETED", value)
                 done.append(job)
                 continue
-        conf = to_config(composed.task)
+        conf = resolve(to_config(composed.task))  # env=...: the config the job trains
         if conf.slice.kind == "tpu":
             raise ConfigError("slice", conf.slice.name, "TPU slices run on GKE: drop hydra/launcher=slurm")
-        check_config(conf)  # a rule a job breaks stops the sweep before anything is queued
+        memory = check_config(conf)  # a rule a job breaks stops the sweep before anything is queued
         job.extra["output_dir"] = conf.output_dir
+        run_dir = str(conf.output_dir or os.path.abspath(job.out_dir))  # as Hydra sets it in the job
+        job.extra["plan"] = plan_submission(conf, resolved, run_dir, memory)  # the job replays it (RLEXP_PLAN)
         jobs.append(job)
     if jobs:
         fresh = _adopt_running(jobs)
@@ -117,6 +124,24 @@ def _adopt_running(jobs: list[SlurmJob]) -> list[SlurmJob]:
     return fresh
 
 
+def with_plan(job: SlurmJob) -> list[str]:
+    """The job's overrides for its Slurm job: its plan written to its run dir, and named by
+    `hydra.job.env_set.RLEXP_PLAN` (Hydra sets the variable around the task, in every run of a requeued job)."""
+    from rlexp import storage
+    from rlexp.train.plan import PLAN_ENV, PLAN_FILE
+
+    plan = job.extra["plan"]
+    path = storage.join(plan.run_dir, PLAN_FILE)
+    storage.write_text(path, json.dumps(plan.submitted(), indent=2) + "\n")
+    return [*job.overrides, f"++hydra.job.env_set.{PLAN_ENV}={quoted(path)}"]
+
+
+def quoted(value: str) -> str:
+    """`value` as a quoted Hydra override value: a path may hold `,` `=` or spaces. Hydra unescapes a backslash
+    only before a quote, so only those are doubled."""
+    return "'" + re.sub(r"(\\*)'", lambda m: m.group(1) * 2 + "\\'", re.sub(r"(\\+)$", r"\1\1", value)) + "'"
+
+
 def _submit(launcher: Any, submitit_launcher: type, jobs: list[SlurmJob], singletons: Any) -> None:
     from rlexp.sweep import manifest
     from rlexp.tracking import context
@@ -126,7 +151,7 @@ def _submit(launcher: Any, submitit_launcher: type, jobs: list[SlurmJob], single
     sweep_dir = Path(str(launcher.config.hydra.sweep.dir))
     sweep_dir.mkdir(parents=True, exist_ok=True)
     executor = _executor(inner, str(inner.params["submitit_folder"]))
-    args = [(j.overrides, "hydra.sweep.dir", j.num, f"job_id_for_{j.num}", singletons) for j in jobs]
+    args = [(with_plan(j), "hydra.sweep.dir", j.num, f"job_id_for_{j.num}", singletons) for j in jobs]
     try:
         submitted = executor.map_array(inner, *zip(*args, strict=True))
     except Exception as err:  # submitit raises its own errors with sbatch's answer inside

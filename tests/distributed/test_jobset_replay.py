@@ -10,7 +10,9 @@ JAX_PROCESS_ID) and `$(VAR)` references expanded as the kubelet expands them. Ch
   args     `slice=v6e-8` -> `slice=cpu-2x1` (2 processes of one CPU device: the same process layout),
            `output_dir=gs://...` -> a local dir both pods share (a bucket on GKE)
   env      JAX_COORDINATOR_ADDRESS: pod 0's DNS name (checked) -> 127.0.0.1, the one name only cluster DNS knows;
-           RLEXP_OUTPUT_DIR -> the local dir; PATH and HOME from this machine; the optional secrets absent
+           RLEXP_OUTPUT_DIR -> the local dir; PATH and HOME from this machine; the optional secrets absent;
+           RLEXP_PLAN (the submitter's plan) dropped: the slice swap makes another config than the one it was made
+           for, which a pod refuses, so each pod plans itself (tests/train/test_plan.py replays one unswapped)
 
 The two processes must join one JAX runtime and train a completed run, as the pods would on the slice.
 """
@@ -94,6 +96,7 @@ def test_the_worker_pods_train_together(tmp_path: Path) -> None:
         assert env["JAX_COORDINATOR_ADDRESS"] == f"{name}-slice-job-0-0.{name}"  # pod 0's hostname in the JobSet
         assert (env["JAX_PROCESS_ID"], env["JAX_PROCESS_COUNT"], env["RLEXP_IN_CLUSTER"]) == (str(index), "2", "gke")
         assert port_free(int(env["JAX_COORDINATOR_PORT"])), "the manifest's coordinator port is taken here"
+        assert json.loads(env.pop("RLEXP_PLAN"))["run_dir"] == env["RLEXP_OUTPUT_DIR"]
         env.update(
             JAX_COORDINATOR_ADDRESS="127.0.0.1",
             RLEXP_OUTPUT_DIR=str(out),

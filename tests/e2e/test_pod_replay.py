@@ -20,7 +20,10 @@ For the four MaxText presets (`experiment=gemma4_e4b_omi2`, `gpt_oss_20b_gsm8k`,
                       `profile.steps=0`, as the preset traces steps 6-7
            (the MoE presets' tiny models, `gemma4_moe_tiny` / `qwen3_moe_tiny`, route 8 experts top-2)
   env      `JAX_PLATFORMS=proxy` -> `cpu` and `RLEXP_PATHWAYS=1` dropped (the proxy and pathwaysutils exist
-           only on a Pathways head); `RLEXP_OUTPUT_DIR` -> the local dir; `PATHWAYS_HEAD` (from a label)
+           only on a Pathways head); `RLEXP_PLAN` (the submitter's plan) dropped: the swaps above make another
+           config than the one it was made for, which a pod refuses, so the pod plans itself as a JobSet applied
+           without a plan does (tests/train/test_plan.py replays a plan with no swap at all);
+           `RLEXP_OUTPUT_DIR` -> the local dir; `PATHWAYS_HEAD` (from a label)
            -> the value the JobSet controller would give; secrets (optional secretKeyRefs) absent, so wandb
            stays offline; PATH and HOME (JAX compilation cache) from this machine; HF_HUB_OFFLINE=1 so
            nothing reaches the network.
@@ -94,6 +97,7 @@ def _pod_env(container: dict, name: str, output_dir: Path) -> dict[str, str]:
         else:
             assert e["valueFrom"]["secretKeyRef"]["optional"] is True, e  # only optional secrets are left out
     assert env.pop("JAX_PLATFORMS") == "proxy" and env.pop("RLEXP_PATHWAYS") == "1"
+    assert json.loads(env.pop("RLEXP_PLAN"))["run_dir"] == env["RLEXP_OUTPUT_DIR"]
     assert env["RLEXP_IN_CLUSTER"] == "gke" and env["RLEXP_OUTPUT_DIR"].startswith("gs://")
     return {
         **env,

@@ -75,6 +75,28 @@ def test_multirun_3x2_gives_6_distinct_manifests(tmp_path: Path, make_launcher: 
         js = yaml.safe_load(texts[i])
         args = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["args"]
         assert args[:4] == jobs[i]
+        _assert_the_pod_s_plan(launcher, js, args)
+
+
+def _assert_the_pod_s_plan(launcher: object, jobset: dict, args: list[str]) -> None:
+    """The plan in the JobSet (`RLEXP_PLAN`) is the one the pod's command replays: made for the config the pod
+    composes from its args (Hydra's own composition; the launcher's may share one between jobs) and its run dir."""
+    import json
+
+    from omegaconf import OmegaConf, open_dict
+
+    from rlexp.train.plan import SUBMITTED, config_hash
+
+    (container,) = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    plan = json.loads(env["RLEXP_PLAN"])
+    assert set(plan) == set(SUBMITTED) and plan["action"] == "train" and plan["memory"] and plan["cost"]
+    assert f"output_dir={plan['run_dir']}" in args and plan["run_dir"] == env["RLEXP_OUTPUT_DIR"]
+    loader = launcher.hydra_context.config_loader  # type: ignore[attr-defined]
+    pod = loader.load_sweep_config(launcher.config, [a for a in args if not a.startswith("hydra.")])  # type: ignore[attr-defined]
+    with open_dict(pod):
+        pod.pop("hydra")
+    assert plan["config_hash"] == config_hash(OmegaConf.to_container(pod, resolve=True))
 
 
 @pytest.mark.slow
@@ -192,8 +214,8 @@ def test_shared_preflight_runs_once_per_sweep(
 
     calls: list[dict] = []
 
-    def fake_preflight(cfg: object, out_dir: str, *, allow_downloads: bool = True) -> dict:
-        calls.append({"out_dir": out_dir, "allow_downloads": allow_downloads})
+    def fake_preflight(cfg: object, out_dir: str, *, allow_downloads: bool = True, **planned: dict) -> dict:
+        calls.append({"out_dir": out_dir, "allow_downloads": allow_downloads, **planned})
         return {"ok": True, "checks": [{"name": "completions", "status": "skipped"}], "skipped": ["weights not here"]}
 
     monkeypatch.setattr(rlexp.checks.data_preflight, "preflight", fake_preflight)
@@ -201,6 +223,7 @@ def test_shared_preflight_runs_once_per_sweep(
     rets = launcher.launch([["model=gemma4_e4b", "slice=v6e-32", f"seed={s}"] for s in range(6)], initial_job_idx=0)
     assert len(rets) == 6
     assert len(calls) == 1 and calls[0]["allow_downloads"] is False  # a dry run downloads nothing
+    assert calls[0]["checked"]["total"] > 0 and calls[0]["cost"]["steps"] > 0  # the plan's: not estimated again
 
 
 def test_failed_preflight_stops_the_launch(
@@ -212,7 +235,7 @@ def test_failed_preflight_stops_the_launch(
     monkeypatch.setattr(
         rlexp.checks.data_preflight,
         "preflight",
-        lambda cfg, out_dir, allow_downloads=True: {
+        lambda cfg, out_dir, allow_downloads=True, **planned: {
             "ok": False,
             "checks": [{"name": "reward:acc", "status": "failed", "detail": "3 errors"}],
         },
@@ -257,7 +280,7 @@ def test_remote_data_not_cached_here_is_skipped_not_failed(
 ) -> None:
     import rlexp.checks.data_preflight
 
-    def offline_preflight(cfg: object, out_dir: str, *, allow_downloads: bool = True) -> dict:
+    def offline_preflight(cfg: object, out_dir: str, *, allow_downloads: bool = True, **planned: dict) -> dict:
         checks = [
             {"name": "config", "status": "ok", "detail": ""},
             {"name": "dataset", "status": "failed", "detail": "could not be loaded from the hub or its cache"},

@@ -189,6 +189,11 @@ def test_a_requeued_job_resumes_from_its_checkpoint(sweep: Sweep) -> None:
     resumed = [int(line.rsplit(" ", 1)[1]) for line in log.splitlines() if line.startswith("rlexp: resuming")]
     assert len(resumed) == 1 and 1 <= resumed[0] < STEPS, log[-3000:]
     assert (job / "checkpoints" / "actor" / str(STEPS)).is_dir()
+    # each run of the job replayed the plan its submitter wrote (RLEXP_PLAN names it), and the requeued run took its
+    # resume step where it started: the submitter's plan has none
+    assert f"RLEXP_PLAN: {job / 'plan.json'}" in (job / ".hydra" / "hydra.yaml").read_text()
+    plan = json.loads((job / "plan.json").read_text())
+    assert plan["resume_step"] == resumed[0] and len(plan["config_hash"]) == 64, plan
     # the jobs table showed it running before the requeue, and counts the restart
     row0 = next(line for line in sweep.status_while_running.splitlines() if line.startswith("0 "))
     assert sweep.requeued in row0 and " running " in row0, sweep.status_while_running
