@@ -28,6 +28,8 @@ from rlexp.train.episodes import EpisodeRunner
 from tests.envs.guess_server import SERVER, running, target
 from tests.helpers import compose_conf, run_rlexp
 
+# a command that exits at once, saying why
+EXITS = f'env.command=\'{sys.executable} -c "import sys; print(\\"cannot bind\\"); sys.exit(4)" {{port}}\''
 BASE = ["env=openenv", "model=tiny_tools", "chat_template=chatml", "env.train_size=8", "env.eval_size=4",
         "trainer.max_prompt_tokens=48", "trainer.max_completion_tokens=96", "agent.max_turn_tokens=8",
         "trainer.max_steps=1", "trainer.eval_prompts=4"]  # fmt: skip
@@ -220,25 +222,37 @@ def test_a_server_rlexp_started_that_dies_stops_the_step_in_one_line(game, token
 def test_bad_servers_end_in_one_line(game, tmp_path: Path) -> None:  # noqa: ANN001
     with pytest.raises(RunError, match=r"^env.url='http://127.0.0.1:9/'.*no OpenEnv server answered .* within 1 s"):
         envs.load_rows(conf_of("env.url=http://127.0.0.1:9/", "env.start_timeout_s=1"))
-    exits = f'\'{sys.executable} -c "import sys; print(\\"cannot bind\\"); sys.exit(4)" {{port}}\''
     with pytest.raises(RunError, match="the server exited with code 4 before it answered .its last line: cannot bind"):
-        envs.load_rows(conf_of(f"env.command={exits}"))
+        envs.load_rows(conf_of(EXITS))
     with pytest.raises(ConfigError, match=r"^env.split='tarin': no such split of the OpenEnv environment guess; did"):
         envs.load_rows(conf_of(f"env.url={game.url}", "env.split=tarin"))
     with pytest.raises(ConfigError, match=r"^env.url=None: set env.url \(a running server\), env.command or env.image"):
         conf_of()
 
 
-def test_the_command_refuses_in_one_line_before_any_weights(game, tmp_path: Path) -> None:  # noqa: ANN001
-    proc = run_rlexp(*BASE, "env.url=http://127.0.0.1:9", "env.start_timeout_s=1", "logger=none",
-                     f"hydra.run.dir={tmp_path}", timeout=300)  # fmt: skip
+@pytest.mark.parametrize(
+    ("bad", "code", "needle"),
+    [
+        (["env.url=http://127.0.0.1:9", "env.start_timeout_s=1"], 1,
+         "env.url='http://127.0.0.1:9': no OpenEnv server answered http://127.0.0.1:9/health within 1 s"),
+        ([EXITS], 1, "the server exited with code 4 before it answered (its last line: cannot bind)"),
+        (["env.split=tarin"], 2, "env.split='tarin': no such split of the OpenEnv environment guess; did you mean train?"),
+    ],
+    ids=["unreachable_url", "command_exits", "unknown_split"],
+)  # fmt: skip
+def test_the_command_refuses_in_one_line_before_any_weights(game, tmp_path: Path, bad, code, needle) -> None:  # noqa: ANN001
+    url = [] if bad[0].startswith(("env.url", "env.command")) else [f"env.url={game.url}"]
+    proc = run_rlexp(*BASE, *url, *bad, "logger=none", f"hydra.run.dir={tmp_path}", timeout=300)
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert proc.returncode == 1 and len(lines) == 1, proc.stderr[-2000:]
-    assert lines[0].startswith("rlexp: error: env.url='http://127.0.0.1:9': no OpenEnv server answered")
-    assert not (tmp_path / "checkpoints").exists()
-    # an image where docker is not on PATH: refused by `rlexp validate` before anything runs
+    assert proc.returncode == code and len(lines) == 1, proc.stderr[-2000:]
+    assert lines[0].startswith("rlexp: error: ") and needle in lines[0]
+    assert not (tmp_path / "checkpoints").exists() and not (tmp_path / "config.yaml").exists()  # before the weights
+
+
+def test_an_image_without_docker_is_refused_by_validate_in_one_line(tmp_path: Path) -> None:
     bare = {**os.environ, "PATH": os.path.dirname(sys.executable)}
-    proc = run_rlexp(*BASE, "env.image=guess:latest", module="rlexp.validate", env=bare, timeout=300)
+    proc = run_rlexp(*BASE, "env.image=guess:latest", f"hydra.run.dir={tmp_path}", module="rlexp.validate", env=bare,
+                     timeout=300)  # fmt: skip
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-2000:]
     assert lines[0].startswith("rlexp: error: env.image='guess:latest': docker is not on this machine's PATH")
