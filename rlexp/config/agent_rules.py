@@ -44,7 +44,7 @@ def check_agent(cfg: RlexpConfig) -> None:
             key, value = ("agent.max_turns", a.max_turns) if a.max_turns != 1 else ("agent.tools", len(a.tools))
             raise ConfigError(key, value, "agent=single_turn has one turn and no tools; use agent=tools")
         return
-    if not a.tools and cfg.env.kind != "class":  # env=class: the class's methods are the tools
+    if not a.tools and cfg.env.kind not in ("class", "openenv"):  # the class's methods, the server's MCP tools
         raise ConfigError("agent.tools", [], "agent=tools needs at least one tool, e.g. [{name: calculator}]")
     names = [tool.name for tool in a.tools]
     if len(set(names)) != len(names):

@@ -356,8 +356,9 @@ class EnvConfig:
     the dataset, reward and agent groups; any other kind supplies the rows and the scorer in their place."""
 
     name: str = "none"
-    kind: str = "none"  # none | reasoning_gym | class
+    kind: str = "none"  # none | reasoning_gym | class | openenv
     # reasoning_gym: {dataset name: {weight: w, config: {the dataset's own config keys}}}
+    # openenv, several servers: {task name: {weight: w, url | command | image, split, ...}}
     tasks: dict[str, Any] = field(default_factory=dict)
     seed: int = 1234  # rows: train from seed, eval from seed + 1 (disjoint draws)
     train_size: int = 2048  # rows over all tasks, split by weight
@@ -365,7 +366,20 @@ class EnvConfig:
     system_prompt: str | None = None  # null: the kind's own (reasoning_gym: answer between <answer> tags)
     # class: a user's class in TRL's environment_factory shape, `module:Class` or `path/to/file.py:Class`
     target: str | None = None
-    timeout_s: float = 30.0  # each child process running the class (reset, tool calls, get_reward)
+    # class: each child process running the class (reset, tool calls, get_reward); openenv: each request
+    timeout_s: float = 30.0
+    # openenv: an OpenEnv server, one of url (running), command (rlexp starts it; {port}: a free loopback port)
+    # or image (docker run); the TaskProvider split of the train rows and of the eval rows (null: the server's
+    # first test or validation split, else `split`); the action field a model turn fills and the observation
+    # field the model reads (null: the only text field of each)
+    url: str | None = None
+    command: str | None = None
+    image: str | None = None
+    split: str = "train"
+    eval_split: str | None = None
+    action_key: str | None = None
+    observation_key: str | None = None
+    start_timeout_s: float = 60.0  # a server rlexp starts (or reaches) answers /health within this
 
 
 @dataclass

@@ -9,12 +9,14 @@ of this package, listed in `KINDS`, with four functions:
   rows(conf)        the train and eval rows (`rlexp.data.registry.Splits`), each with a `task` field
   dry_run(conf)     `rlexp validate`'s check: per task, rows generated and the scorer on a right and a wrong answer
 
-An `openenv` kind is one more module and one more row of `KINDS`. Rows carry `task`: the session reports per task
-`env/<task>/reward_mean`, errors and latency at each step, and the eval `<task>/pass_at_1`.
+A kind whose episodes have turns (class, openenv) also has `tools_prompt(conf)` and `toolbox(conf, rows)`: the tools
+its system message offers, and what stands where agent=tools' ToolBox stands. Rows carry `task`: the session
+reports per task `env/<task>/reward_mean`, errors and latency at each step, and the eval `<task>/pass_at_1`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import importlib
 import math
@@ -23,11 +25,15 @@ from collections.abc import Iterable
 from types import ModuleType
 from typing import Any
 
-from rlexp.config.schema import RlexpConfig
+from rlexp.config.schema import AgentConfig, RlexpConfig
 from rlexp.data.registry import Splits, load_splits
 from rlexp.errors import ConfigError
 
-KINDS = {"reasoning_gym": "rlexp.envs.reasoning_gym", "class": "rlexp.envs.user_class"}
+KINDS = {
+    "reasoning_gym": "rlexp.envs.reasoning_gym",
+    "class": "rlexp.envs.user_class",
+    "openenv": "rlexp.envs.openenv",
+}
 
 
 def close_match(key: str, value: str, choices: Iterable[str], what: str) -> ConfigError:
@@ -40,6 +46,23 @@ def close_match(key: str, value: str, choices: Iterable[str], what: str) -> Conf
         else f"use one of {', '.join(choices[:12])}{' ...' if len(choices) > 12 else ''}"
     )
     return ConfigError(key, value, f"no such {what}; {hint}")
+
+
+def episode_agent(conf: RlexpConfig) -> AgentConfig:
+    """The agent of a kind whose episodes have turns: agent=tools' runner with the env's tools in place of the
+    registry's; its agent.* keys where agent=tools is chosen, else 3 turns."""
+    turns = conf.agent.max_turns if conf.agent.kind == "tools" else 3
+    return dataclasses.replace(conf.agent, name=f"env:{conf.env.name}", kind="tools", tools=[], max_turns=turns)
+
+
+def split_by_weight(weights: dict[str, float], total: int) -> dict[str, int]:
+    """`total` rows split by weight (largest remainders first), at least one each."""
+    whole = sum(weights.values())
+    raw = {n: total * w / whole for n, w in weights.items()}
+    out = {n: max(1, int(v)) for n, v in raw.items()}
+    for n in sorted(raw, key=lambda n: raw[n] - int(raw[n]), reverse=True)[: max(0, total - sum(out.values()))]:
+        out[n] += 1
+    return out
 
 
 def kind_module(conf: RlexpConfig) -> ModuleType | None:

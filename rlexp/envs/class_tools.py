@@ -52,6 +52,8 @@ class ClassToolBox:
         self.env, self.names, self.rows = env, [t["name"] for t in tools], rows
         self.tool_specs = [openai_spec(t) for t in tools]
         self.prompts: list[str] = []
+        self.given: list[dict[str, Any] | None] = []
+        self.keep: list[bool] = []
         self.calls: list[list[list[Any]]] = []
         self.done: dict[tuple[str, str], list[tuple[dict[str, Any], list[list[Any]]]]] = {}
         self.held = 0
@@ -67,8 +69,22 @@ class ClassToolBox:
     def row(self, prompt: str) -> dict[str, Any]:
         return self.rows.get(prompt, {})
 
-    def begin(self, prompts: list[str]) -> None:
+    def episode_row(self, episode: int) -> dict[str, Any]:
+        """The row episode `episode` resets from: the one the runner handed, else its prompt's."""
+        return self.given[episode] or self.row(self.prompts[episode])
+
+    def begin(self, prompts: list[str], rows: list[Any] | None = None) -> None:
+        """A batch starts; `rows` (where the runner has them): each episode's row, None for a top-up prompt."""
         self.prompts, self.calls = list(prompts), [[] for _ in prompts]
+        given = rows if rows is not None else [None] * len(prompts)
+        self.given = [json.loads(str(r["env_row"])) if isinstance(r, dict) and "env_row" in r else None for r in given]
+        self.keep = [True] * len(prompts) if rows is None else [r is not None for r in rows]
+
+    def act(self, text: str, episode: int) -> tuple[str, bool] | None:
+        return None  # a turn without calls is the episode's answer
+
+    def ended(self, episode: int) -> bool:
+        return False
 
     def call(self, name: str, arguments: Any, episode: int | None = None) -> tuple[str, bool]:
         """Episode `episode`'s call, replayed after its earlier ones: (text for the model, whether an error)."""
@@ -78,7 +94,7 @@ class ClassToolBox:
             return f"error: arguments of {name} must be a JSON object", True
         calls = [*self.calls[episode], [name, arguments]]
         try:
-            out = episodes(self.env, [self.row(self.prompts[episode])], [calls], reward=False)
+            out = episodes(self.env, [self.episode_row(episode)], [calls], reward=False)
             err, outs = out["errors"][0], out["outputs"][0]
         except SandboxError as exc:
             err, outs = str(exc), []
@@ -99,9 +115,10 @@ class ClassToolBox:
         """The batch's episodes ended with these last turns: keep each for the reward."""
         if self.held > KEEP:
             self.done, self.held = {}, 0
-        for prompt, last, calls in zip(self.prompts, final, self.calls, strict=True):
-            self.done.setdefault((prompt, last), []).append((self.row(prompt), calls))
-            self.held += 1
+        for i, (prompt, last, calls) in enumerate(zip(self.prompts, final, self.calls, strict=True)):
+            if self.keep[i]:
+                self.done.setdefault((prompt, last), []).append((self.episode_row(i), calls))
+                self.held += 1
 
     def take(self, prompt: str, last: str) -> tuple[dict[str, Any], list[list[Any]]]:
         """The calls of an episode of `prompt` that ended with `last` (none: a completion not run as an episode)."""

@@ -17,6 +17,7 @@ from typing import Any
 
 from rlexp.config.schema import EnvConfig, RewardFnConfig, RlexpConfig
 from rlexp.data.registry import Splits, load_splits
+from rlexp.envs import episode_agent
 from rlexp.envs.class_tools import ClassToolBox, child, episodes, job_of, openai_spec  # and the reward env_class
 from rlexp.errors import ConfigError
 from rlexp.rewards.http_reward import json_value
@@ -44,8 +45,7 @@ def resolve(conf: RlexpConfig) -> RlexpConfig:
     """Episodes of turns (agent=tools' runner; its agent.* keys when agent=tools, else 3 turns) with the class's
     tools in place of the registry's, scored by get_reward() (the reward `env_class`, rlexp.envs.class_tools)."""
     env = conf.env
-    turns = conf.agent.max_turns if conf.agent.kind == "tools" else 3
-    agent = dataclasses.replace(conf.agent, name=f"env:{env.name}", kind="tools", tools=[], max_turns=turns)
+    agent = episode_agent(conf)
     scorer = RewardFnConfig(
         fn="env_class", name="env_class", kwargs={"target": env.target, "timeout_s": env.timeout_s}, range=[-1e9, 1e9]
     )

@@ -9,7 +9,8 @@
 
 `parse(turn)` finds every call of a turn (several per turn allowed); a call that does not parse, or one cut by
 the token budget before its end, is a `Turn.errors` entry (the model is told; the tool is not run).
-`continuation(results)` is the text after the model's turn: the results and the next assistant turn's header.
+`continuation(results)` is the text after the model's turn: the results and the next assistant turn's header;
+`observation(text)` the text after a turn that was an environment's action: the observation as a user turn.
 """
 
 from __future__ import annotations
@@ -45,6 +46,11 @@ class Format:
     def continuation(self, results: list[tuple[str, str]]) -> str:
         """Text after a model turn that made calls: (tool name, result) pairs, then the next turn's header."""
         return _RENDER[self.name](results)
+
+    def observation(self, text: str) -> str:
+        """Text after a model turn that was an environment's action (env=openenv): the observation as the next
+        user turn, then the next assistant turn's header."""
+        return _OBSERVE[self.name].format(text=text)
 
 
 FORMATS = {
@@ -144,6 +150,11 @@ def _render_harmony(results: list[tuple[str, str]]) -> str:
     return msgs + "<|start|>assistant"
 
 
+_OBSERVE = {
+    "qwen": "\n<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n",
+    "gemma": "\n<start_of_turn>user\n{text}<end_of_turn>\n<start_of_turn>model\n",
+    "harmony": "<|start|>user<|message|>{text}<|end|><|start|>assistant",
+}
 _PARSERS = {"qwen": _parse_qwen, "gemma": _parse_gemma, "harmony": _parse_harmony}
 _RENDER = {"qwen": _render_qwen, "gemma": _render_gemma, "harmony": _render_harmony}
 

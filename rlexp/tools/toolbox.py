@@ -79,11 +79,19 @@ class ToolBox:
         """The offered tools as chat templates' `tools` list (OpenAI function schema)."""
         return [spec(t) for t, _ in self.tools.values()]
 
-    def begin(self, prompts: list[str]) -> None:
+    def begin(self, prompts: list[str], rows: list[Any] | None = None) -> None:
         """A batch of episodes starts (registry tools keep no state per episode; env=class's toolbox does)."""
 
     def finish(self, final: list[str]) -> None:
         """The batch's episodes ended with these last turns."""
+
+    def act(self, text: str, episode: int) -> tuple[str, bool] | None:
+        """A turn without calls is the episode's answer (env=openenv's toolbox makes it an action instead)."""
+        return None
+
+    def ended(self, episode: int) -> bool:
+        """Whether the environment ended the episode during its calls (never: registry tools have none)."""
+        return False
 
     def call(self, name: str, arguments: Any, episode: int | None = None) -> tuple[str, bool]:
         """(text for the model, whether it is an error); `episode`: the batch's episode making the call."""

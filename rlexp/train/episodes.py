@@ -4,7 +4,9 @@ An episode starts from the rendered prompt. Each turn the policy samples at most
 turn's calls are parsed in the run's tool-call format (rlexp.tools.formats) and run (rlexp.tools.ToolBox), and
 their results, with the next assistant header, are appended as environment text. The episode ends on a turn
 without calls (the answer), a turn matching `agent.answer_pattern`, `agent.max_turns` turns, or the token
-budget `trainer.max_completion_tokens` (both counted as truncated). The budget binds before the next turn is
+budget `trainer.max_completion_tokens` (both counted as truncated). With env=openenv a turn without calls is
+the environment's action instead (`tools.act`): its observation follows as a user turn, environment text too,
+and the episode ends when the environment says so (`done`, or a call's `tools.ended`). The budget binds before the next turn is
 sampled, so prompt + episode never outgrow the KV cache or the model's context.
 
 Training sees the whole episode as one completion: the model's tokens with mask 1, the environment's (tool
@@ -90,9 +92,14 @@ class EpisodeRunner:
         self.failure: Exception | None = None  # a tool over agent.tool_error_budget (`check_tools`)
 
     def check_tools(self) -> None:
-        """After a training step's episodes: a tool over `agent.tool_error_budget` sets `failure`, which the
-        session's metric_fn hands to the step hook (the run stops there, with a checkpoint)."""
-        self.failure = self.failure or self.tools.over_budget(self.cfg.agent.tool_error_budget)
+        """After a training step's episodes: a tool over `agent.tool_error_budget` (or env=openenv's server gone)
+        sets `failure`, which the session's metric_fn hands to the step hook (the run stops there, with a
+        checkpoint)."""
+        self.failure = self.failure or self.explain("a training step")
+
+    def explain(self, what: str) -> Exception | None:
+        """Why the last episodes failed, where their tools can say (a tool over budget, a server gone), else None."""
+        return self.tools.over_budget(self.cfg.agent.tool_error_budget, what)
 
     def _single(self, marker: str, default: int) -> int:
         ids = self.encode(marker)
@@ -106,7 +113,9 @@ class EpisodeRunner:
         limit = self.cfg.agent.max_tool_tokens
         return text if len(ids) <= limit else self.tokenizer.decode(ids[:limit])
 
-    def run(self, prompts: list[str], generate: Generate, config: Any) -> Episodes:
+    def run(self, prompts: list[str], generate: Generate, config: Any, rows: list[Any] | None = None) -> Episodes:
+        """Episodes of `prompts`; `rows`: each prompt's row (its fields) where the caller has them, None for a
+        top-up prompt whose completion is dropped (env=openenv resets each episode to its row's task)."""
         n = len(prompts)
         texts, tokens, masks = [""] * n, [[] for _ in range(n)], [[] for _ in range(n)]
         final, turns, calls, errors = [""] * n, [0] * n, [0] * n, [0] * n
@@ -114,7 +123,7 @@ class EpisodeRunner:
         convs: list[list[dict[str, Any]]] = [[] for _ in range(n)]
         prompt_tokens = None
         width = config.max_prompt_length
-        self.tools.begin(prompts)  # env=class: one instance an episode (rlexp.envs.class_tools)
+        self.tools.begin(prompts, rows)  # env=class, env=openenv: one instance or session an episode
         for turn in range(self.cfg.agent.max_turns):
             live = [i for i in range(n) if active[i]]
             if not live:
@@ -176,25 +185,29 @@ class EpisodeRunner:
         if len(ids) == room:
             record.update(end="budget", truncated=bool(parsed.calls or parsed.errors), errors=len(parsed.errors))
             return record
-        if (self.answer is not None and self.answer.search(text)) or not (parsed.calls or parsed.errors):
+        if self.answer is not None and self.answer.search(text):
             record.update(end="answer")
             return record
+        if not (parsed.calls or parsed.errors):
+            reply = self.tools.act(text, i)  # env=openenv: a turn without calls is the environment's action
+            if reply is None:  # the answer
+                record.update(end="answer")
+                return record
+            convs[i].append({"role": "environment", "content": self._cut(reply[0])})
+            if reply[1]:  # the environment ended the episode
+                record.update(end="env")
+                return record
+            after = self.format.observation(convs[i][-1]["content"])
+        else:
+            after = self._calls(i, parsed, record, convs)
+            if self.tools.ended(i):  # env=openenv: a tool call ended the episode
+                record.update(end="env")
+                return record
         if ended_on_stop:  # the turn's end token, written by the model (the sampler drops it from the output)
             stop = self.call_stop if parsed.calls else self.stop_id
             tokens[i].append(stop), masks[i].append(1)
             texts[i] += self.tokenizer.decode([stop])
-        results = []
-        for call in parsed.calls:
-            out, failed = self.tools.call(call.name, call.arguments, episode=i)
-            results.append((call.name, self._cut(out)))
-            record.setdefault("tool_calls", []).append({"name": call.name, "arguments": call.arguments})
-            convs[i].append({"role": "tool", "name": call.name, "content": results[-1][1], "error": failed})
-            record["errors"] = record.get("errors", 0) + failed
-        for message in parsed.errors:  # a malformed call is answered, so the model can retry
-            results.append(("error", message))
-            record["errors"] = record.get("errors", 0) + 1
-            convs[i].append({"role": "tool", "name": "error", "content": message, "error": True})
-        env = self.encode(self.format.continuation(results))
+        env = self.encode(after)
         if len(tokens[i]) + len(env) >= self.budget:  # no room for another turn after the results
             record.update(end="budget", truncated=True)
             return record
@@ -203,6 +216,21 @@ class EpisodeRunner:
         texts[i] += self.tokenizer.decode(env)
         return record
 
+    def _calls(self, i, parsed, record, convs) -> str:  # noqa: ANN001
+        """Run a turn's calls (a malformed one is answered, so the model can retry): the text that follows it."""
+        results = []
+        for call in parsed.calls:
+            out, failed = self.tools.call(call.name, call.arguments, episode=i)
+            results.append((call.name, self._cut(out)))
+            record.setdefault("tool_calls", []).append({"name": call.name, "arguments": call.arguments})
+            convs[i].append({"role": "tool", "name": call.name, "content": results[-1][1], "error": failed})
+            record["errors"] = record.get("errors", 0) + failed
+        for message in parsed.errors:
+            results.append(("error", message))
+            record["errors"] = record.get("errors", 0) + 1
+            convs[i].append({"role": "tool", "name": "error", "content": message, "error": True})
+        return self.format.continuation(results)
+
 
 def install(learner: Any, runner: EpisodeRunner) -> None:
     """Make Tunix's GRPO-family learner roll out episodes and train on them under the episode mask, through the
@@ -210,9 +238,9 @@ def install(learner: Any, runner: EpisodeRunner) -> None:
     from rlexp.train.metrics import rlexp_metric_key
     from rlexp.tunix.learners import route_rollouts
 
-    def run(prompts: list[str], turn: Any, config: Any) -> Any:
+    def run(prompts: list[str], turn: Any, config: Any, rows: list[Any] | None = None) -> Any:
         runner.tools.drain()  # the eval's calls are not this step's
-        ep = runner.run(prompts, turn, config)
+        ep = runner.run(prompts, turn, config, rows)
         runner.check_tools()  # agent.tool_error_budget: a tool failing on the step's calls stops the run
         return ep
 

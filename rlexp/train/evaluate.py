@@ -154,7 +154,7 @@ def evaluate(
         passes, first_cut = [], None
         for p in range(t.eval_passes):
             texts, cut = generate_texts(
-                cluster, prompts, strategy_rollout_config(cfg, base_rollout_config, p), episodes
+                cluster, prompts, strategy_rollout_config(cfg, base_rollout_config, p), episodes, rows
             )
             if first_cut is None:
                 first_cut = cut
@@ -170,7 +170,7 @@ def evaluate(
         rollout_rows = (t.rollout_micro_batch_size or t.batch_size) * t.num_generations
         parts: list[Any] = []  # agent=tools: the sampled chunks' episodes
         sampled = sample_in_chunks(
-            cluster, [r["prompt"] for r in rep_rows], sampled_cfg, rollout_rows, cfg.seed, episodes, parts
+            cluster, [r["prompt"] for r in rep_rows], sampled_cfg, rollout_rows, cfg.seed, episodes, parts, rep_rows
         )
         flags, _ = scorer.score(rep_rows, sampled)
         n = t.eval_samples
@@ -191,11 +191,14 @@ def evaluate(
             scorer.rewards.close()
 
 
-def generate_texts(cluster: Any, prompts: list[str], config: Any, episodes: Any = None) -> tuple[list[str], list[bool]]:
-    """Completions of `prompts` (with `episodes`: each episode's last model turn), and whether each used all of
-    `trainer.max_completion_tokens` without ending (an episode: truncated by its budget or max_turns)."""
+def generate_texts(
+    cluster: Any, prompts: list[str], config: Any, episodes: Any = None, rows: list[Any] | None = None
+) -> tuple[list[str], list[bool]]:
+    """Completions of `prompts` (with `episodes`: each episode's last model turn; `rows`: each prompt's row, None
+    for a top-up), and whether each used all of `trainer.max_completion_tokens` without ending (an episode:
+    truncated by its budget or max_turns)."""
     if episodes is not None:
-        ep = episodes.run(list(prompts), cluster.rollout.generate, config)
+        ep = episodes.run(list(prompts), cluster.rollout.generate, config, rows)
         return ep.final, ep.truncated
     out = cluster.rollout.generate(prompts, config)
     return list(out.text), [len(tokens) >= config.max_tokens_to_generate for tokens in out.tokens]
@@ -209,18 +212,22 @@ def sample_in_chunks(
     seed: int,
     episodes: Any = None,
     parts: list[Any] | None = None,
+    fields: list[dict[str, Any]] | None = None,
 ) -> list[str]:
     """Completions of `prompts` sampled in calls of `rows` prompts, the training rollout's batch: with training's
     sampling settings (temperature 1, top-p 1 by default) these calls reuse its compiled prefill and decode
     programs instead of compiling a pair for the eval's size (2.4 s of a first run). The last call is topped up
     with repeats of its first prompt, whose completions are dropped; each call gets a seed of its own (the same
-    in every eval of a run). Fewer prompts than `rows` go in one call of their own size."""
+    in every eval of a run). Fewer prompts than `rows` go in one call of their own size. `fields`: the prompts'
+    rows, which episodes reset to (env=openenv); a top-up's is None."""
     rows = max(1, min(rows, len(prompts)))
     out: list[str] = []
     for i, start in enumerate(range(0, len(prompts), rows)):
         chunk = prompts[start : start + rows]
         config = dataclasses.replace(rollout_config, seed=seed + EVAL_SEED_OFFSET + 1_000_003 * i)
-        texts, _ = generate_texts(cluster, chunk + [chunk[0]] * (rows - len(chunk)), config, episodes)
+        top_up = rows - len(chunk)
+        given = None if fields is None else [*fields[start : start + len(chunk)], *[None] * top_up]
+        texts, _ = generate_texts(cluster, chunk + [chunk[0]] * top_up, config, episodes, given)
         out.extend(texts[: len(chunk)])
         if episodes is not None and parts is not None:  # the call's episodes, less the top-up rows
             parts.append(episodes.last.head(len(chunk)))

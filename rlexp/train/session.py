@@ -192,15 +192,17 @@ class TrainingSession:
         g = self.conf.trainer.num_generations
         out = group_stats(rewards, g) if g > 1 else {"rewards/std": float(np.std(rewards))}  # PPO: no groups
         per_sample = {k: list(v) for k, v in self.rewards.stats.rows.items()}  # (value, error) per completion
+        if self.episodes is not None and self.episodes.failure is not None:
+            # a named cause first (a tool over agent.tool_error_budget, an environment's server gone), before the
+            # reward budget it breaks too
+            self.reward_error = self.reward_error or self.episodes.failure
         try:
             out.update(self.rewards.step_metrics())
         except RlexpError as err:  # acted on by the step hook, after this step's checkpoint
-            self.reward_error = err
+            self.reward_error = self.reward_error or err
         if "task" in fields:  # env=...: env/<task>/reward_mean, errors, latency (rlexp.envs)
             errored = [any(v[i][1] is not None for v in per_sample.values()) for i in range(len(rewards))]
             out.update(task_metrics(fields["task"], rewards, errored, self.rewards))
-        if self.episodes is not None and self.episodes.failure is not None:  # a tool over agent.tool_error_budget
-            self.reward_error = self.reward_error or self.episodes.failure
         if step == 1 or step % self.conf.trainer.samples_every == 0:
             self._write_samples(step, prompts, completions, rewards, fields, per_sample)
         return {rlexp_metric_key(k): (v, np.mean) for k, v in out.items()}
@@ -269,7 +271,10 @@ class TrainingSession:
             except RewardErrorBudgetExceeded as err:
                 if not in_actor_update:
                     raise
-                self.reward_error = err  # the step hook stops the run with a restorable checkpoint
+                # the step hook stops the run with a restorable checkpoint; the first cause found is the one said
+                # (a step's, or the eval's own: its episodes' tool or server, else the reward budget)
+                found = self.episodes.explain("the eval") if self.episodes is not None else None
+                self.reward_error = self.reward_error or found or err
                 return {}
         took = time.perf_counter() - start
         if in_actor_update:  # between two steps: not the next step's time (rlexp.train.stepclock)

@@ -123,14 +123,27 @@ def hooked_learner_class(base: type) -> type:
     return Hooked
 
 
+def _rows_of(batch: dict[str, Any] | None, prompts: list[str]) -> list[dict[str, Any]] | None:
+    """Each prompt's fields of the training input being rolled out (Tunix repeats every field per generation, so
+    they line up with the prompts); None where they do not."""
+    if not batch or len(batch.get("prompts", ())) != len(prompts):
+        return None
+    if any(str(a) != str(b) for a, b in zip(batch["prompts"], prompts, strict=True)):
+        return None
+    keys = [k for k, v in batch.items() if k != "prompts" and isinstance(v, list | tuple | np.ndarray)]
+    keys = [k for k in keys if len(batch[k]) == len(prompts)]
+    return [{k: batch[k][i] for k in keys} for i in range(len(prompts))]
+
+
 def route_rollouts(
     learner: Any,
-    run: Callable[[list[str], Callable[[list[str], Any], Any], Any], Any],
+    run: Callable[..., Any],
     mask: Callable[[np.ndarray, Step], np.ndarray],
 ) -> None:
-    """Make `learner`'s rollouts go through `run(prompts, turn, rollout_config)` (an object with `final` texts,
-    `tokens` and `prompt_tokens`; `turn(strings, config)` samples once with the cluster's own generate, under
-    `config`'s widths, stop tokens and seed) and train under `mask(completion_mask, step)`.
+    """Make `learner`'s rollouts go through `run(prompts, turn, rollout_config, rows)` (an object with `final`
+    texts, `tokens` and `prompt_tokens`; `turn(strings, config)` samples once with the cluster's own generate,
+    under `config`'s widths, stop tokens and seed; `rows`: each prompt's fields of the training input, or None)
+    and train under `mask(completion_mask, step)`.
 
     The learner's `_generate_and_compute_advantage` (guarded by its fingerprint) asks the cluster for
     completions and builds a pad-only mask: during that call the cluster's `generate` runs `run`, and the
@@ -143,6 +156,7 @@ def route_rollouts(
     own = learner._generate_and_compute_advantage
     own_generate = cluster.generate
     fields = ("max_prompt_length", "max_tokens_to_generate", "eos_tokens", "seed")  # what a turn's config sets
+    batch: dict[str, Any] = {"input": None}  # the training input being rolled out
 
     def generate(prompts: list[str], mode: Any = rl.Mode.TRAIN, micro_batch_size: Any = None, **kw: Any) -> Any:
         base = cluster.cluster_config.rollout_config
@@ -159,7 +173,7 @@ def route_rollouts(
                 for f, v in saved.items():
                     setattr(base, f, v)
 
-        ep = run(list(prompts), turn, dataclasses.replace(base))
+        ep = run(list(prompts), turn, dataclasses.replace(base), _rows_of(batch.get("input"), list(prompts)))
         return RolloutOutput(text=ep.final, logits=None, tokens=ep.tokens, left_padded_prompt_tokens=ep.prompt_tokens,
                              logprobs=None)  # fmt: skip
 
@@ -167,10 +181,12 @@ def route_rollouts(
         import jax.numpy as jnp
 
         cluster.generate = generate
+        batch["input"] = training_input  # its fields reach `run` with the prompts (env=openenv: the tasks)
         try:
             example = own(training_input, mode)
         finally:
             del cluster.generate  # the instance attribute: the class's method again
+            batch["input"] = None
         new = mask(np.asarray(example.completion_mask), Step(learner, mode))
         return dataclasses.replace(example, completion_mask=jnp.asarray(new))
 
