@@ -34,7 +34,7 @@ PROBE = "rlexp validate"  # the scripted action of `rlexp validate`'s dry run
 def check(env: EnvConfig) -> None:
     """Every rule that needs no server: the shapes of the servers' keys (docker on PATH for an image)."""
     if importlib.util.find_spec("openenv") is None:
-        raise ConfigError("env", "openenv", "needs OpenEnv's client: pip install 'rlexp[envs]' (openenv==0.10.0)")
+        raise ConfigError("env", "openenv", "needs OpenEnv's client: pip install 'rlexp[openenv]' (openenv==0.10.0)")
     found = specs(env)
     for spec in found:
         check_spec(spec)
