@@ -9,6 +9,11 @@ of this package, listed in `KINDS`, with four functions:
   rows(conf)        the train and eval rows (`rlexp.data.registry.Splits`), each with a `task` field
   dry_run(conf)     `rlexp validate`'s check: per task, rows generated and the scorer on a right and a wrong answer
 
+and, optionally:
+
+  task_weights(env) the configured weight of each task (what `env.adaptive` moves: rlexp.envs.adaptive)
+  lengths(conf)     the prompt and turn lengths the memory and cost estimates take (rlexp.envs.lengths)
+
 An `openenv` kind is one more module and one more row of `KINDS`. Rows carry `task`: the session reports per task
 `env/<task>/reward_mean`, errors and latency at each step, and the eval `<task>/pass_at_1`.
 """
@@ -57,6 +62,28 @@ def check_env(conf: RlexpConfig) -> None:
     module = kind_module(conf)
     if module is not None:
         module.check(conf.env)
+    if conf.env.adaptive.enabled:
+        from rlexp.envs.adaptive import check
+
+        check(conf.env.adaptive, list(_task_weights(conf, module)), conf.trainer.num_generations)
+
+
+def _task_weights(conf: RlexpConfig, module: ModuleType | None) -> dict[str, float]:
+    """The env's tasks and their configured weights; refused for an env=adaptive run of a kind without tasks."""
+    if module is None or not hasattr(module, "task_weights"):
+        raise ConfigError(
+            "env.adaptive.enabled", True, f"env={conf.env.kind} has no tasks to weigh; use env=reasoning_gym"
+        )
+    return module.task_weights(conf.env)
+
+
+def adaptive_weights(conf: RlexpConfig) -> Any:
+    """The run's adaptive task weights (rlexp.envs.adaptive.AdaptiveWeights), or None when env.adaptive is off."""
+    if not conf.env.adaptive.enabled:
+        return None
+    from rlexp.envs.adaptive import AdaptiveWeights
+
+    return AdaptiveWeights(conf.env.adaptive, _task_weights(conf, kind_module(conf)), conf.seed)
 
 
 def resolve(conf: RlexpConfig) -> RlexpConfig:

@@ -69,9 +69,14 @@ def resolve(conf: RlexpConfig) -> RlexpConfig:
     return dataclasses.replace(conf, reward=reward, dataset=data)
 
 
+def task_weights(env: EnvConfig) -> dict[str, float]:
+    """Each task's configured weight."""
+    return {n: float((s or {}).get("weight", 1.0)) for n, s in env.tasks.items()}
+
+
 def _shares(env: EnvConfig, total: int) -> dict[str, int]:
     """Rows per task: `total` split by weight (largest remainders), at least one each."""
-    weights = {n: float((s or {}).get("weight", 1.0)) for n, s in env.tasks.items()}
+    weights = task_weights(env)
     whole = sum(weights.values())
     raw = {n: total * w / whole for n, w in weights.items()}
     out = {n: max(1, int(v)) for n, v in raw.items()}
