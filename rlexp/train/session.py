@@ -311,8 +311,9 @@ class TrainingSession:
     def execute(self, collecting: bool = True) -> dict[str, Any]:
         """Set up, train and evaluate; `collecting`: whether to re-enable the garbage collector once set up
         (rlexp.train.heap: the caller paused it)."""
+        from rlexp.data.templates import prompt_width
         from rlexp.tracking import NoTracker
-        from rlexp.train.cluster import build_cluster, build_learner, prompt_width
+        from rlexp.train.cluster import build_cluster, build_learner
         from rlexp.train.hooks import StepHooks, StopTraining
         from rlexp.train.profile import install_profiler, stop_open_trace
 
