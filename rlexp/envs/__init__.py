@@ -30,7 +30,7 @@ from typing import Any
 
 from rlexp.config.schema import RlexpConfig
 from rlexp.data.registry import Splits, load_splits
-from rlexp.errors import ConfigError
+from rlexp.errors import ConfigError, RlexpError
 
 KINDS = {"reasoning_gym": "rlexp.envs.reasoning_gym", "class": "rlexp.envs.user_class"}
 
@@ -75,6 +75,21 @@ def _task_weights(conf: RlexpConfig, module: ModuleType | None) -> dict[str, flo
             "env.adaptive.enabled", True, f"env={conf.env.kind} has no tasks to weigh; use env=reasoning_gym"
         )
     return module.task_weights(conf.env)
+
+
+def run_lengths(conf: RlexpConfig) -> Any:
+    """The env's prompt and turn lengths for the estimates (rlexp.estimates.lengths.Lengths), or None (the
+    config's caps) for env=none and kinds that say nothing; rows that cannot be made end in one line."""
+    from rlexp.envs.lengths import env_lengths
+
+    try:
+        return env_lengths(conf, kind_module(conf))
+    except (RlexpError, KeyboardInterrupt):
+        raise
+    except Exception as err:  # noqa: BLE001 - a generator refusing its config: one line naming the env
+        raise ConfigError(
+            "env.tasks", conf.env.name, f"its rows cannot be made ({type(err).__name__}: {err})"
+        ) from None
 
 
 def adaptive_weights(conf: RlexpConfig) -> Any:

@@ -117,6 +117,13 @@ def rows(conf: RlexpConfig) -> Splits:
     )
 
 
+def lengths(conf: RlexpConfig) -> Any:
+    """The estimates' prompt length: the longest of the generated prompts (rlexp.envs.lengths)."""
+    from rlexp.envs.lengths import measured_prompts
+
+    return measured_prompts(conf, rows(conf))
+
+
 def dry_run(conf: RlexpConfig) -> list[dict[str, Any]]:
     """Per task: a few rows generated, and the scorer giving its right answer 1 and a wrong one less."""
     from rlexp.rewards.reasoning_gym import reasoning_gym_reward
