@@ -182,6 +182,28 @@ def task_metrics(tasks: Any, rewards: Any, errors: list[bool] | None, reward_set
     return out
 
 
+def task_summary(
+    conf: RlexpConfig, train: list[dict[str, Any]], evals: list[dict[str, Any]], adaptive: Any = None
+) -> dict[str, dict[str, Any]] | None:
+    """summary.json's `data.tasks`: per task its configured weight and the train and eval rows it has (with
+    env.adaptive, the weight it ended with): a sweep over the weights records each job's own. None for env=none."""
+    module = kind_module(conf)
+    if module is None:
+        return None
+    weights = module.task_weights(conf.env) if hasattr(module, "task_weights") else {}
+    last = adaptive.weights() if adaptive is not None else {}
+    out: dict[str, dict[str, Any]] = {}
+    for task in sorted({str(r["task"]) for r in train + evals if "task" in r}):
+        out[task] = {
+            "weight": weights.get(task),
+            "train_rows": sum(str(r.get("task")) == task for r in train),
+            "eval_rows": sum(str(r.get("task")) == task for r in evals),
+        }
+        if task in last:
+            out[task]["adaptive_weight"] = last[task]
+    return out
+
+
 def task_pass_at_1(rows: list[dict[str, Any]], correct: list[bool]) -> dict[str, float]:
     """The eval's `<task>/pass_at_1` (mean correctness of the sampled completions) per task; {} without tasks."""
     by_task: dict[str, list[bool]] = defaultdict(list)

@@ -3,8 +3,9 @@
 A kind module's optional `lengths(conf)` says them; without it the estimates take the config's caps. Generated
 rows (reasoning_gym) are measured here as the session will see them: rendered through the run's templates,
 filtered by `trainer.max_prompt_tokens`, and padded to `prompt_width` (the longest prompt plus BOS, rounded up to
-8). Without the model's tokenizer on this machine the prompts' UTF-8 bytes stand in for their tokens (a tokenizer
-gives at most one token a byte, bar special tokens), still capped by `trainer.max_prompt_tokens`. Turns are the
+8), over at most MEASURED_ROWS rows a split. Without the model's tokenizer on this machine the prompts' UTF-8
+bytes stand in for their tokens (a tokenizer gives at most one token a byte, bar special tokens), still capped by
+`trainer.max_prompt_tokens`. Turns are the
 agent's (`agent.max_turns` turns of `agent.max_turn_tokens`, within `trainer.max_completion_tokens`). Measured
 once per config in a process: the run's plan and `rlexp validate` report the same numbers.
 """
@@ -18,6 +19,7 @@ from rlexp.config.schema import RlexpConfig
 from rlexp.data.registry import Splits
 from rlexp.estimates.lengths import Lengths, config_lengths
 
+MEASURED_ROWS = 4096  # rows measured per split at most (reasoning_gym: each task's first rows), ~0.3 s
 _MEASURED: dict[str, Lengths] = {}  # repr(conf) -> its lengths: the plan and the preflight measure once
 
 

@@ -115,6 +115,7 @@ def prepare(jobs: Sequence[Job], conf: GkeLauncherConf, *, single: bool = False)
 
     `single`: a run without -m, whose valid run_name becomes the JobSet name as is (rlexp.launch.names)."""
     from rlexp.config.load import to_config
+    from rlexp.envs import resolve as resolve_env
 
     if not conf.dry_run and not conf.output_root:
         raise ConfigError(
@@ -139,7 +140,7 @@ def prepare(jobs: Sequence[Job], conf: GkeLauncherConf, *, single: bool = False)
     for job in jobs:
         try:
             resolved = job.resolved
-            typed = to_config(resolved)
+            typed = resolve_env(to_config(resolved))  # env=...: its scorer and sizes, as the pod's run has them
             prelaunch.check_job(typed, conf.pathways)
             if conf.preflight:
                 shared.run_once(typed, job.raw, job.out_dir)

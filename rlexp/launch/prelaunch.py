@@ -57,16 +57,19 @@ class SharedChecks:
         self.costs: list[dict] = []  # one per job
 
     def run_once(self, cfg: RlexpConfig, raw: Any, out_dir: Path) -> None:
+        from rlexp.checks import run_lengths
         from rlexp.estimates.cost import estimate_cost
 
-        self._estimate(cfg)
-        self.costs.append(estimate_cost(cfg))
+        lengths = run_lengths(cfg)  # an env's own prompt and turn lengths (rlexp.envs.lengths)
+        self._estimate(cfg, lengths)
+        self.costs.append(estimate_cost(cfg, lengths))
         key = (
             repr(raw.get("model")),
             repr(raw.get("dataset")),
             repr(raw.get("chat_template")),
             repr(raw.get("data_template")),
             repr(raw.get("reward")),
+            repr(raw.get("env")),  # a sweep over env.tasks' weights or configs: each env's rows are checked
         )
         if key in self.done:
             return
@@ -87,11 +90,11 @@ class SharedChecks:
                 f"preflight failed ({what or 'see validation.json'}); details in {out_dir}/validation.json"
             )
 
-    def _estimate(self, cfg: RlexpConfig) -> None:
+    def _estimate(self, cfg: RlexpConfig, lengths: Any = None) -> None:
         """Memory per chip; each distinct estimate of the sweep is printed once."""
         from rlexp.estimates.memory import estimate_memory, format_estimate
 
-        line = format_estimate(estimate_memory(cfg))
+        line = format_estimate(estimate_memory(cfg, lengths))
         self.estimates.setdefault(line, (cfg.model.name, cfg.slice.name))
 
     def report(self) -> None:

@@ -58,6 +58,7 @@ def launch_sweep(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_
 
     from rlexp.checks import check_config
     from rlexp.config.load import to_config
+    from rlexp.envs import resolve as resolve_env
     from rlexp.errors import user_errors_from_resolvers
     from rlexp.launch.compose import SweepComposer
     from rlexp.sweep.resume import completed_objective
@@ -83,7 +84,7 @@ def launch_sweep(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_
         conf = to_config(composed.task)
         if conf.slice.kind == "tpu":
             raise ConfigError("slice", conf.slice.name, "TPU slices run on GKE: drop hydra/launcher=slurm")
-        check_config(conf)  # a rule a job breaks stops the sweep before anything is queued
+        check_config(resolve_env(conf))  # a rule a job breaks stops the sweep before anything is queued
         job.extra["output_dir"] = conf.output_dir
         jobs.append(job)
     if jobs:

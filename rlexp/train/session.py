@@ -29,7 +29,15 @@ from rlexp.config.schema import RlexpConfig
 from rlexp.config.validate import check_steps
 from rlexp.config.values import eval_metric_names
 from rlexp.data.templates import check_turn_markers, render_splits
-from rlexp.envs import adaptive_weights, check_tasks_kept, load_rows, task_metrics, toolbox, tools_prompt
+from rlexp.envs import (
+    adaptive_weights,
+    check_tasks_kept,
+    load_rows,
+    task_metrics,
+    task_summary,
+    toolbox,
+    tools_prompt,
+)
 from rlexp.envs.adaptive import STATE_KEY as ADAPTIVE_KEY
 from rlexp.errors import ConfigError, RlexpError, RunError
 from rlexp.estimates.flops import step_rates
@@ -477,6 +485,9 @@ class TrainingSession:
             "overrides": overrides,
             "plan": self.plan.to_dict(),  # the decisions plan.json holds (rlexp.train.plan)
         }
+        tasks = task_summary(self.conf, self.train_rows, self.eval_rows, self.adaptive)
+        if tasks is not None:  # env=...: each task's weight and rows (a sweep over weights records its own)
+            summary["data"]["tasks"] = tasks
         if "before" in self.evals and "after" in self.evals:
             summary["eval"]["gain"] = {
                 k: self.evals["after"][k] - self.evals["before"][k]
