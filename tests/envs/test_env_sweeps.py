@@ -40,14 +40,14 @@ def test_a_dry_run_sweep_checks_each_job_with_its_own_env(tmp_path: Path) -> Non
         "slice=v6e-8",
         "hydra/launcher=gke",
         "hydra.launcher.dry_run=true",
-        "env.tasks.chain_sum.weight=1,3",
+        "+sweep=rg_task_weights",  # chain_sum's weight 1, 2, 4
         f"validate.completions={completions}",
         f"hydra.sweep.dir={sweep}",
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert read(sweep / "sweep.json")["swept_keys"] == ["env.tasks.chain_sum.weight"]
-    for job, weight in ((0, 1), (1, 3)):
+    for job, weight in ((0, 1), (1, 2), (2, 4)):
         validation = read(sweep / str(job) / "validation.json")
         checks = {c["name"]: c["status"] for c in validation["checks"]}
         assert checks["reward:reasoning_gym"] == "ok" and "reward:arith_correct" not in checks, checks
