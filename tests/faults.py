@@ -35,7 +35,9 @@ import psutil
 from tests.helpers import rlexp_command, rlexp_env
 
 # Metric names whose values are wall-clock (step and eval times, reward latencies, ETAs, timestamps): excluded.
-WALL_CLOCK = re.compile(r"(^|/)perf/|latency|_time_sec$|_sec$|_seconds$|timestamp|(^|/)time$|(^|/)eta$|elapsed|^seconds$")
+WALL_CLOCK = re.compile(
+    r"(^|/)perf/|latency|_time_sec$|_sec$|_seconds$|timestamp|(^|/)time$|(^|/)eta$|elapsed|^seconds$"
+)
 TEMP_NAME = re.compile(r"tmp", re.IGNORECASE)  # orbax `<step>.orbax-checkpoint-tmp-*`, storage's `.tmp-*`, *.tmp
 TAG = "RLEXP_FAULT_TAG"
 

@@ -37,7 +37,6 @@ def check_rules(cfg: RlexpConfig) -> dict[str, Any]:
     check_algorithm(cfg)  # trainer.algorithm's spec: its keys, its models (OPD's teacher), its rules
     check_config_rules(cfg)  # the config layer's rules across keys
     check_family(cfg)  # source, family, extras, base vs -it hub id, what the family's implementation supports
-    memory = check_fits(cfg)  # chips of known memory only (TPU/GPU slices); the message carries the numbers
     loaders = known_loaders()
     if cfg.dataset.loader not in loaders:
         raise ConfigError("dataset.loader", cfg.dataset.loader, f"use one of {', '.join(sorted(loaders))}")
@@ -53,7 +52,16 @@ def check_rules(cfg: RlexpConfig) -> dict[str, Any]:
         from rlexp.tools.toolbox import check_tools
 
         check_tools(cfg.agent.tools)  # a tool that does not exist, an http tool without its url
-    return memory
+    # chips of known memory only (TPU/GPU slices); the message carries the numbers. After the env's rules: its
+    # prompts and turns size the estimate
+    return check_fits(cfg, run_lengths(cfg))
+
+
+def run_lengths(cfg: RlexpConfig) -> Any:
+    """The sequence lengths the estimates take: the env's (rlexp.envs.lengths), else None (the config's caps)."""
+    from rlexp.envs import run_lengths as env_run_lengths
+
+    return env_run_lengths(cfg)
 
 
 def estimates(cfg: RlexpConfig, memory: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -63,8 +71,9 @@ def estimates(cfg: RlexpConfig, memory: dict[str, Any] | None = None) -> dict[st
     from rlexp.estimates.cost import estimate_cost
     from rlexp.estimates.memory import estimate_memory
 
+    lengths = run_lengths(cfg)
     try:
-        cost: dict[str, Any] = estimate_cost(cfg)
+        cost: dict[str, Any] = estimate_cost(cfg, lengths)
     except ConfigError as err:
         cost = {"error": str(err)}
-    return {"memory": memory if memory is not None else estimate_memory(cfg), "cost": cost}
+    return {"memory": memory if memory is not None else estimate_memory(cfg, lengths), "cost": cost}

@@ -18,7 +18,7 @@ import json
 from typing import Any
 
 from rlexp import storage
-from rlexp.checks import check_config, estimates
+from rlexp.checks import check_config, estimates, run_lengths
 from rlexp.checks.reward_preflight import read_completions, sampled_items, score, zero_variance_share
 from rlexp.config.schema import RlexpConfig
 from rlexp.errors import RlexpError
@@ -56,7 +56,7 @@ def _memory(cfg: RlexpConfig, rep: _Report, checked: dict[str, Any] | None) -> d
     from rlexp.estimates.memory import estimate_memory, format_estimate
 
     try:
-        est = checked if checked is not None else estimate_memory(cfg)
+        est = checked if checked is not None else estimate_memory(cfg, run_lengths(cfg))
     except Exception as err:  # noqa: BLE001 - the estimate is advisory; config errors are reported by "config"
         rep.add("memory", "warning", f"no estimate: {err}")
         return None
@@ -89,24 +89,10 @@ def _needs_download(cfg: RlexpConfig) -> bool:
 
 
 def _tokenizer_here(cfg: RlexpConfig) -> Any:
-    """The model's tokenizer when this machine has it without downloading (a local folder, or the hub cache)."""
-    m = cfg.model
-    from rlexp.models.loader import load_tokenizer
+    """The model's tokenizer when this machine has it without downloading (rlexp.models.loader.local_tokenizer)."""
+    from rlexp.models.loader import local_tokenizer
 
-    if m.path and "://" not in m.path:
-        return load_tokenizer(m)
-    if m.path or not m.hf_id:
-        return None
-    from huggingface_hub import snapshot_download
-
-    from rlexp.models.hub import CONFIG_AND_TOKENIZER_FILES
-    from rlexp.models.tokenizer import load_tokenizer_dir
-
-    try:
-        folder = snapshot_download(m.hf_id, allow_patterns=list(CONFIG_AND_TOKENIZER_FILES), local_files_only=True)
-    except Exception:  # noqa: BLE001 - not in the cache (huggingface_hub raises several types for that)
-        return None
-    return load_tokenizer_dir(folder)
+    return local_tokenizer(cfg.model)
 
 
 def _data_checks(cfg: RlexpConfig, splits: Any, rep: _Report, result: dict[str, Any]) -> None:

@@ -351,6 +351,15 @@ class AgentConfig:
 
 
 @dataclass
+class AdaptiveConfig:
+    """Task weights that move toward the tasks whose groups are still learnable (rlexp/envs/adaptive.py)."""
+
+    enabled: bool = False  # off: each task's share of the rows is its configured weight, as drawn
+    rate: float = 0.2  # each step, a task's learnable share moves this far toward the share its groups just had
+    floor: float = 0.05  # the least weight a task keeps (a task solved now is still looked at); tasks x floor < 1
+
+
+@dataclass
 class EnvConfig:
     """An environment: a run's rows, scorer, turns and tools in one choice (rlexp/envs, docs/envs.md). `none` keeps
     the dataset, reward and agent groups; any other kind supplies the rows and the scorer in their place."""
@@ -380,6 +389,7 @@ class EnvConfig:
     action_key: str | None = None
     observation_key: str | None = None
     start_timeout_s: float = 60.0  # a server rlexp starts (or reaches) answers /health within this
+    adaptive: AdaptiveConfig = field(default_factory=AdaptiveConfig)  # weights toward learnable tasks
 
 
 @dataclass

@@ -158,6 +158,20 @@ def prompt_tokens(tokenizer: Any, prompt: str) -> int:
     return len(tokenizer.encode(prompt))
 
 
+def prompt_width(prompts: list[str], tokenizer: Any, limit: int) -> int:
+    """Tokens every prompt is left-padded to: the longest prompt plus BOS, rounded up to 8, at most `limit`.
+
+    Tunix pads prompts to RolloutConfig.max_prompt_length and trains on that width, so padding the
+    default run's 7-token prompts to trainer.max_prompt_tokens=16 made a third of every rollout,
+    reference and policy pass pad. The width is fixed for the run (one compiled shape), and an upper
+    bound: the sampler prepends BOS unless the tokenizer already did.
+    """
+    if not prompts:
+        return limit
+    longest = max(len(ids) for ids in tokenizer(list(prompts))["input_ids"]) + 1
+    return min(limit, -(-longest // 8) * 8)
+
+
 def render_rows(
     rows: Iterable[Row],
     data: DataTemplateConfig,

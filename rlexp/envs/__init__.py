@@ -10,8 +10,13 @@ of this package, listed in `KINDS`, with four functions:
   dry_run(conf)     `rlexp validate`'s check: per task, rows generated and the scorer on a right and a wrong answer
 
 A kind whose episodes have turns (class, openenv) also has `tools_prompt(conf)` and `toolbox(conf, rows)`: the tools
-its system message offers, and what stands where agent=tools' ToolBox stands. Rows carry `task`: the session
-reports per task `env/<task>/reward_mean`, errors and latency at each step, and the eval `<task>/pass_at_1`.
+its system message offers, and what stands where agent=tools' ToolBox stands. Optionally, a kind has:
+
+  task_weights(env) the configured weight of each task (what `env.adaptive` moves: rlexp.envs.adaptive)
+  lengths(conf)     the prompt and turn lengths the memory and cost estimates take (rlexp.envs.lengths)
+
+Rows carry `task`: the session reports per task `env/<task>/reward_mean`, errors and latency at each step, and the
+eval `<task>/pass_at_1`.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from typing import Any
 
 from rlexp.config.schema import AgentConfig, RlexpConfig
 from rlexp.data.registry import Splits, load_splits
-from rlexp.errors import ConfigError
+from rlexp.errors import ConfigError, RlexpError
 
 KINDS = {
     "reasoning_gym": "rlexp.envs.reasoning_gym",
@@ -80,6 +85,43 @@ def check_env(conf: RlexpConfig) -> None:
     module = kind_module(conf)
     if module is not None:
         module.check(conf.env)
+    if conf.env.adaptive.enabled:
+        from rlexp.envs.adaptive import check
+
+        check(conf.env.adaptive, list(_task_weights(conf, module)), conf.trainer.num_generations)
+
+
+def _task_weights(conf: RlexpConfig, module: ModuleType | None) -> dict[str, float]:
+    """The env's tasks and their configured weights; refused for an env=adaptive run of a kind without tasks."""
+    if module is None or not hasattr(module, "task_weights"):
+        raise ConfigError(
+            "env.adaptive.enabled", True, f"env={conf.env.kind} has no tasks to weigh; use env=reasoning_gym"
+        )
+    return module.task_weights(conf.env)
+
+
+def run_lengths(conf: RlexpConfig) -> Any:
+    """The env's prompt and turn lengths for the estimates (rlexp.estimates.lengths.Lengths), or None (the
+    config's caps) for env=none and kinds that say nothing; rows that cannot be made end in one line."""
+    from rlexp.envs.lengths import env_lengths
+
+    try:
+        return env_lengths(conf, kind_module(conf))
+    except (RlexpError, KeyboardInterrupt):
+        raise
+    except Exception as err:  # noqa: BLE001 - a generator refusing its config: one line naming the env
+        raise ConfigError(
+            "env.tasks", conf.env.name, f"its rows cannot be made ({type(err).__name__}: {err})"
+        ) from None
+
+
+def adaptive_weights(conf: RlexpConfig) -> Any:
+    """The run's adaptive task weights (rlexp.envs.adaptive.AdaptiveWeights), or None when env.adaptive is off."""
+    if not conf.env.adaptive.enabled:
+        return None
+    from rlexp.envs.adaptive import AdaptiveWeights
+
+    return AdaptiveWeights(conf.env.adaptive, _task_weights(conf, kind_module(conf)), conf.seed)
 
 
 def resolve(conf: RlexpConfig) -> RlexpConfig:
@@ -160,6 +202,28 @@ def task_metrics(tasks: Any, rewards: Any, errors: list[bool] | None, reward_set
         if callable(drain):
             for task, stats in drain().items():
                 out[f"env/{task}/latency_mean_s"] = stats["latency_mean_s"]
+    return out
+
+
+def task_summary(
+    conf: RlexpConfig, train: list[dict[str, Any]], evals: list[dict[str, Any]], adaptive: Any = None
+) -> dict[str, dict[str, Any]] | None:
+    """summary.json's `data.tasks`: per task its configured weight and the train and eval rows it has (with
+    env.adaptive, the weight it ended with): a sweep over the weights records each job's own. None for env=none."""
+    module = kind_module(conf)
+    if module is None:
+        return None
+    weights = module.task_weights(conf.env) if hasattr(module, "task_weights") else {}
+    last = adaptive.weights() if adaptive is not None else {}
+    out: dict[str, dict[str, Any]] = {}
+    for task in sorted({str(r["task"]) for r in train + evals if "task" in r}):
+        out[task] = {
+            "weight": weights.get(task),
+            "train_rows": sum(str(r.get("task")) == task for r in train),
+            "eval_rows": sum(str(r.get("task")) == task for r in evals),
+        }
+        if task in last:
+            out[task]["adaptive_weight"] = last[task]
     return out
 
 

@@ -2,8 +2,9 @@
 
 `env.tasks` maps a reasoning-gym dataset name to `{weight, config}` (config: that dataset's own config keys).
 Rows: `env.train_size` train rows drawn from `env.seed`, `env.eval_size` eval rows from `env.seed + 1` (other
-draws: no eval row is a train row's entry), each task's share by weight, interleaved so that any prefix of the
-eval split (`trainer.eval_prompts`) holds every task. The question is the entry's, after `env.system_prompt`
+draws: no eval row is a train row's entry); each task's share of the train rows is by weight, of the eval rows
+even (runs of a sweep over the weights are evaluated on the same rows), interleaved so that any prefix of the eval
+split (`trainer.eval_prompts`) holds every task. The question is the entry's, after `env.system_prompt`
 (null: reasoning-gym's `direct` instruction, which asks for <answer> tags). The scorer is the reward
 `reasoning_gym` (rlexp.rewards.reasoning_gym): the dataset's `score_answer` on reasoning-gym's `extract_answer`.
 """
@@ -69,23 +70,26 @@ def resolve(conf: RlexpConfig) -> RlexpConfig:
     return dataclasses.replace(conf, reward=reward, dataset=data)
 
 
-def _shares(env: EnvConfig, total: int) -> dict[str, int]:
-    """Rows per task: `total` split by weight (largest remainders), at least one each."""
-    weights = {n: float((s or {}).get("weight", 1.0)) for n, s in env.tasks.items()}
-    whole = sum(weights.values())
-    raw = {n: total * w / whole for n, w in weights.items()}
-    out = {n: max(1, int(v)) for n, v in raw.items()}
-    for n in sorted(raw, key=lambda n: raw[n] - int(raw[n]), reverse=True)[: max(0, total - sum(out.values()))]:
-        out[n] += 1
-    return out
+def task_weights(env: EnvConfig) -> dict[str, float]:
+    """Each task's configured weight."""
+    return {n: float((s or {}).get("weight", 1.0)) for n, s in env.tasks.items()}
+
+
+def _shares(env: EnvConfig, total: int, weighted: bool = True) -> dict[str, int]:
+    """Rows per task: `total` split by weight (`weighted=False`: evenly), at least one each."""
+    from rlexp.envs import split_by_weight
+
+    return split_by_weight(task_weights(env) if weighted else dict.fromkeys(env.tasks, 1.0), total)
 
 
 def _split(env: EnvConfig, split: str, seed: int, total: int) -> list[Row]:
+    """A split's rows: train shared out by weight, eval evenly (the same eval rows whatever the weights: the runs
+    of a sweep over them are measured alike)."""
     from reasoning_gym.utils import SYSTEM_PROMPTS
 
     lead = SYSTEM_PROMPTS["direct"] if env.system_prompt is None else env.system_prompt
     configs, per_task = _configs(env), []
-    for name, n in _shares(env, total).items():
+    for name, n in _shares(env, total, weighted=split != "eval").items():
         ds = dataset(name, seed, n, configs[name])
         rows = []
         for i in range(n):
@@ -110,6 +114,17 @@ def rows(conf: RlexpConfig) -> Splits:
     return Splits(
         train=_split(env, "train", env.seed, env.train_size), eval=_split(env, "eval", env.seed + 1, env.eval_size)
     )
+
+
+def lengths(conf: RlexpConfig) -> Any:
+    """The estimates' prompt length: the longest of the generated prompts (rlexp.envs.lengths)."""
+    from rlexp.envs.lengths import MEASURED_ROWS, measured_prompts
+
+    env = conf.env  # a task's first rows are the same whatever the split's size: measure a prefix of large ones
+    sample = dataclasses.replace(
+        env, train_size=min(env.train_size, MEASURED_ROWS), eval_size=min(env.eval_size, MEASURED_ROWS)
+    )
+    return measured_prompts(conf, rows(dataclasses.replace(conf, env=sample)))
 
 
 def dry_run(conf: RlexpConfig) -> list[dict[str, Any]]:

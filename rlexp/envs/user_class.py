@@ -54,6 +54,16 @@ def resolve(conf: RlexpConfig) -> RlexpConfig:
     return dataclasses.replace(conf, dataset=data, agent=agent, reward=reward)
 
 
+def lengths(conf: RlexpConfig) -> Any:
+    """The estimates' lengths: the prompt cap (rows are the dataset group's, not read before the run) and the
+    episode's turns, each sampling every row again."""
+    from rlexp.estimates.lengths import config_lengths
+
+    n = config_lengths(conf)
+    turn = f"{n.turn} tokens" if n.turn else "trainer.max_completion_tokens"
+    return dataclasses.replace(n, source=f"env={conf.env.name}: {n.turns} turns of {turn} (agent.max_turns)")
+
+
 def tools_prompt(conf: RlexpConfig) -> str | None:
     """The system message offering the class's tools in the run's tool-call format (agent.describe_tools)."""
     if not conf.agent.describe_tools:

@@ -9,6 +9,8 @@ The step time comes from the first of:
   4. a roofline estimate from the model's size and the chips' public peak numbers (`roofline_step_s`): training
      FLOPs at MFU_TRAIN, rollout decoding bound by HBM bandwidth at DECODE_BW_EFF, every completion running to
      `max_completion_tokens x cost.completion_fill`. It is a planning number; calibrate before a large sweep.
+     The lengths are the run's (rlexp.estimates.lengths): an environment's measured prompts, and its turns, each
+     of which samples every row again after a prefill of the episode so far.
 actual (summary.json, after the run): the run's wall-clock seconds x billed chips.
 LLM judges (`reward=judge`) with `kwargs.price_per_million_tokens` add their tokens: estimated per step as
 (the template's text / CHARS_PER_TOKEN + the prompt and completion it quotes + the judge's max_tokens) x
@@ -32,6 +34,7 @@ from rlexp.algorithms.registry import algorithm_of, extra_forward_passes, refere
 from rlexp.config.derived import trainer_devices
 from rlexp.config.schema import RlexpConfig
 from rlexp.errors import ConfigError
+from rlexp.estimates.lengths import CAPS, Lengths, of
 from rlexp.estimates.model_terms import BYTES, active_params, kv_cache_bytes_per_sequence, param_count
 
 # USD per chip-hour, on-demand, as listed on cloud.google.com/tpu/pricing in 2025 (us-central1 / us-east
@@ -79,38 +82,44 @@ def billed_chips(cfg: RlexpConfig) -> int:
     return 0  # a local CPU run bills no accelerator
 
 
-def _rollout_seconds(cfg: RlexpConfig, prompts: int, generations: int, chips: int) -> float:
-    """Prefill at MFU_TRAIN, then one weights-and-KV read per generated token and rollout micro-batch."""
+def _rollout_seconds(cfg: RlexpConfig, prompts: int, generations: int, chips: int, n: Lengths) -> float:
+    """Per turn: prefill of the prompt and the episode so far at MFU_TRAIN, then one weights-and-KV read per
+    generated token and rollout micro-batch (one turn, the whole completion, for a single-turn run)."""
     m, t = cfg.model, cfg.trainer
     flops, bandwidth = PEAK[accelerator(cfg)]
-    completion = t.max_completion_tokens * cfg.cost.completion_fill
-    prefill = 2 * active_params(m) * prompts * generations * t.max_prompt_tokens / (chips * flops * MFU_TRAIN)
+    turn = n.per_turn() * cfg.cost.completion_fill
+    turns = min(n.turns, math.ceil(n.completion / n.per_turn()))  # the episode's token budget binds first
     per_micro = t.rollout_micro_batch_size or t.batch_size
     micro_batches = math.ceil(prompts / per_micro)
     sequences = min(per_micro, prompts) * generations
-    kv = kv_cache_bytes_per_sequence(m, int(t.max_prompt_tokens + completion / 2))
-    per_token = (param_count(m) * BYTES[m.param_dtype] + sequences * kv) / (chips * bandwidth * DECODE_BW_EFF)
-    return prefill + micro_batches * completion * per_token
+    seconds = 0.0
+    for i in range(turns):
+        context = n.prompt + i * turn  # the prompt, then the turns before this one
+        seconds += 2 * active_params(m) * prompts * generations * context / (chips * flops * MFU_TRAIN)
+        kv = kv_cache_bytes_per_sequence(m, int(context + turn / 2))
+        per_token = (param_count(m) * BYTES[m.param_dtype] + sequences * kv) / (chips * bandwidth * DECODE_BW_EFF)
+        seconds += micro_batches * turn * per_token
+    return seconds
 
 
-def roofline_step_s(cfg: RlexpConfig) -> float | None:
+def roofline_step_s(cfg: RlexpConfig, lengths: Lengths | None = None) -> float | None:
     """Seconds per GRPO step from the model's size and the slice's peaks; None off known accelerators."""
     if accelerator(cfg) not in PEAK:
         return None
-    m, t, s = cfg.model, cfg.trainer, cfg.slice
+    m, t, s, n = cfg.model, cfg.trainer, cfg.slice, of(cfg, lengths)
     flops = PEAK[accelerator(cfg)][0]
     n_slices = max(int(s.num_slices), 1)
     train_chips = trainer_devices(s) * n_slices
     rollout_chips = (s.rollout_devices or trainer_devices(s)) * n_slices
     sequences = t.batch_size * t.num_generations
-    tokens = sequences * (t.max_prompt_tokens + t.max_completion_tokens * cfg.cost.completion_fill)
+    tokens = sequences * (n.prompt + n.completion * cfg.cost.completion_fill)
     spec = algorithm_of(t)
     per_token = 6 + (2 if reference_copy(t) or spec.needs_reference(t) else 0)  # policy fwd+bwd, reference fwd
     # the algorithm's own passes (PPO: the old policy's log-probs, the critic's values and fwd+bwd) and model
     own = spec.reference_model(cfg)
     extra = 2 * extra_forward_passes(t) * active_params(m) + (2 * active_params(own) if own is not None else 0)
     train = (per_token * active_params(m) * t.num_iterations + extra) * tokens / (train_chips * flops * MFU_TRAIN)
-    return train + _rollout_seconds(cfg, t.batch_size, t.num_generations, rollout_chips)
+    return train + _rollout_seconds(cfg, t.batch_size, t.num_generations, rollout_chips, n)
 
 
 @functools.lru_cache(maxsize=32)
@@ -130,7 +139,7 @@ def calibrated_step_s(run_dir: str) -> float:
     return float(statistics.median(times))
 
 
-def step_time(cfg: RlexpConfig) -> tuple[float | None, str]:
+def step_time(cfg: RlexpConfig, lengths: Lengths | None = None) -> tuple[float | None, str]:
     """(seconds per step, where the number comes from)."""
     c = cfg.cost
     if c.step_time_s is not None:
@@ -141,7 +150,7 @@ def step_time(cfg: RlexpConfig) -> tuple[float | None, str]:
     measured = (STEP_TIME_S if own is None else own).get((cfg.model.name, cfg.slice.name))
     if measured:
         return measured[0], f"measured ({measured[1]})"
-    rough = roofline_step_s(cfg)
+    rough = roofline_step_s(cfg, lengths)
     if rough is not None:
         return rough, f"roofline (MFU {MFU_TRAIN}, decode bandwidth {DECODE_BW_EFF})"
     return None, "unknown: set cost.step_time_s or cost.calibration=<run dir of a short run>"
@@ -228,18 +237,19 @@ def check_cost(cfg: RlexpConfig) -> None:
         raise ConfigError("cost.price_per_chip_hour", c.price_per_chip_hour, "use USD >= 0, or null for the list price")
 
 
-def estimate_cost(cfg: RlexpConfig) -> dict[str, Any]:
-    """The run's planned chip-hours and cost, with every number it is made of."""
+def estimate_cost(cfg: RlexpConfig, lengths: Lengths | None = None) -> dict[str, Any]:
+    """The run's planned chip-hours and cost, with every number it is made of; `lengths`: the run's sequence
+    lengths (rlexp.estimates.lengths; None: the config's caps)."""
     check_cost(cfg)
-    t = cfg.trainer
-    seconds, source = step_time(cfg)
+    t, n = cfg.trainer, of(cfg, lengths)
+    seconds, source = step_time(cfg, n)
     chips = billed_chips(cfg)
     evals = t.max_steps // t.eval_every + 2 if t.eval_every else 2  # before, every eval_every, after
     eval_s = None
     if seconds is not None and source.startswith("roofline"):
         chips_rollout = (cfg.slice.rollout_devices or trainer_devices(cfg.slice)) * max(int(cfg.slice.num_slices), 1)
         # completions per prompt: the strategy passes and the temperature-1 samples
-        eval_s = evals * _rollout_seconds(cfg, t.eval_prompts, t.eval_samples + t.eval_passes, chips_rollout)
+        eval_s = evals * _rollout_seconds(cfg, t.eval_prompts, t.eval_samples + t.eval_passes, chips_rollout, n)
     # measured step times are steady-state training steps; evals are then left out (they are said to be)
     hours = None if seconds is None else (t.max_steps * seconds + (eval_s or 0.0)) / 3600
     chip_hours = None if hours is None else hours * chips
@@ -262,6 +272,8 @@ def estimate_cost(cfg: RlexpConfig) -> dict[str, Any]:
         name: judge_tokens_per_step(cfg, kw) * t.max_steps + _judge_call_tokens(cfg, kw) * judge_eval_calls(cfg, kw)
         for name, kw in judges(cfg)
     }
+    if n.source != CAPS:
+        out["lengths"] = n.to_dict()
     out = _with_judge(out, cfg, planned)
     if judges(cfg):  # of judge_tokens, what the evals' calls take
         out["judge_eval_calls"] = sum(judge_eval_calls(cfg, kw) for _, kw in judges(cfg))

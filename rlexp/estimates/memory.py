@@ -5,8 +5,8 @@ read. The trainer shards every weight over all its devices (fsdp x tp), keeps Ad
 in the parameter dtype, and holds a frozen reference copy when the loss needs one (`reference_copy`: with LoRA the
 reference is the frozen base itself) or the algorithm's own model in that role (its spec's `reference_model`: OPD's
 teacher), and a critic when the algorithm trains one (`needs_critic`). The rollout KV cache holds batch_size x
-num_generations sequences of max_prompt_tokens + max_completion_tokens, split over the data-parallel devices that
-sample. `activations` is a rough bound for one training micro-batch (logits dominate for large
+num_generations sequences of prompt + completion tokens (`lengths`: the config's caps, or an environment's own
+prompt and turn lengths), split over the data-parallel devices that sample. `activations` is a rough bound for one training micro-batch (logits dominate for large
 vocabularies), not a measurement. The model's terms (`model_terms`: weights, adapter weights, cache per sequence)
 come from its family's spec; `check_fits` is the rule `rlexp.checks.check_config` runs with them.
 """
@@ -20,6 +20,7 @@ from rlexp.config.derived import resolve_mesh, trainer_devices
 from rlexp.config.hardware import HBM_GIB_PER_CHIP
 from rlexp.config.schema import RlexpConfig
 from rlexp.errors import ConfigError
+from rlexp.estimates.lengths import CAPS, Lengths, of
 from rlexp.estimates.model_terms import BYTES, kv_cache_bytes_per_sequence, lora_param_count, param_count
 
 GIB = 2**30
@@ -36,8 +37,10 @@ def capacity_bytes(cfg: RlexpConfig) -> int | None:
     return int(gib * GIB) if gib else None
 
 
-def estimate_memory(cfg: RlexpConfig) -> dict[str, Any]:
-    """Bytes per trainer chip by component, the total, and the chip's capacity (None when unknown)."""
+def estimate_memory(cfg: RlexpConfig, lengths: Lengths | None = None) -> dict[str, Any]:
+    """Bytes per trainer chip by component, the total, and the chip's capacity (None when unknown); `lengths`:
+    the run's sequence lengths (rlexp.estimates.lengths; None: the config's caps)."""
+    n = of(cfg, lengths)
     m, t, s = cfg.model, cfg.trainer, cfg.slice
     fsdp, tp = resolve_mesh(s)
     chips = trainer_devices(s)
@@ -55,11 +58,11 @@ def estimate_memory(cfg: RlexpConfig) -> dict[str, Any]:
     reference += param_count(own) * BYTES[own.param_dtype] // chips if own is not None else 0
     # a critic (PPO's): the same architecture and a value head, trained in full (weights, AdamW moments, gradients)
     critic = 4 * (n_params + m.embed_dim + 1) * p_bytes // chips if spec.needs_critic else 0
-    tokens = t.max_prompt_tokens + t.max_completion_tokens
+    tokens = n.prompt + n.completion
     sequences = t.batch_size * t.num_generations
     sampler_dp = s.rollout_devices // tp if s.rollout_devices else fsdp
     # agent=tools: a later turn's prompt holds the episode so far, and the cache room for one more whole turn
-    turn = (cfg.agent.max_turn_tokens or t.max_completion_tokens) + 16 if cfg.agent.kind == "tools" else 0
+    turn = n.per_turn() + 16 if cfg.agent.kind == "tools" else 0
     kv_cache = kv_cache_bytes_per_sequence(m, tokens + turn) * -(-sequences // max(sampler_dp, 1)) // tp
     micro = t.micro_batch_size * t.num_generations if t.micro_batch_size else sequences  # sequences per pass
     micro_per_chip = -(-micro // fsdp)
@@ -83,6 +86,8 @@ def estimate_memory(cfg: RlexpConfig) -> dict[str, Any]:
         "total": total,
         "capacity": capacity_bytes(cfg),
     }
+    if n.source != CAPS:
+        out["lengths"] = n.to_dict()
     if s.rollout_devices:
         out["rollout_chip_total"] = n_params * p_bytes // s.rollout_devices + kv_cache
     return out
@@ -94,15 +99,20 @@ def format_estimate(est: dict[str, Any]) -> str:
     parts = [f"{k} {est[k] / GIB:.2f}" for k in keys]
     cap = est["capacity"]
     cap_s = f"{cap / GIB:.1f} GiB" if cap else "unknown"
-    return (
+    text = (
         f"memory per chip for {est['model']} on {est['slice']} ({est['trainer_chips']} trainer chips, "
         f"{est['param_count'] / 1e9:.2f}B params): " + ", ".join(parts) + f" GiB; capacity {cap_s}"
     )
+    if "lengths" in est:  # an environment's own prompt and turn lengths (rlexp.estimates.lengths)
+        n = est["lengths"]
+        turns = f", {n['turns']} turns" if n["turns"] > 1 else ""
+        text += f"; prompts {n['prompt']} + completions {n['completion']} tokens{turns} ({n['source']})"
+    return text
 
 
-def check_fits(cfg: RlexpConfig) -> dict[str, Any]:
+def check_fits(cfg: RlexpConfig, lengths: Lengths | None = None) -> dict[str, Any]:
     """The estimate; raises ConfigError with the numbers when the total exceeds the chip's memory."""
-    est = estimate_memory(cfg)
+    est = estimate_memory(cfg, lengths)
     cap = est["capacity"]
     if cap and est["total"] > cap:
         parts = ("params", "optimizer", "gradients", "reference", "critic", "kv_cache", "activations")

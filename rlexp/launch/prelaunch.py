@@ -77,6 +77,7 @@ class SharedChecks:
             repr(raw.get("chat_template")),
             repr(raw.get("data_template")),
             repr(raw.get("reward")),
+            repr(raw.get("env")),  # a sweep over env.tasks' weights or configs: each env's rows are checked
         )
         if key in self.done:
             return

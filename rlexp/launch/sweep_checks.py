@@ -73,8 +73,9 @@ def _refusal(task: Any, local: bool) -> RlexpError | None:
         check_values(conf)
         if local:  # a remote launcher's job is checked where it runs (rlexp.main.run: after the hand-off)
             from rlexp.checks import check_config
+            from rlexp.envs import resolve
 
-            check_config(conf)
+            check_config(resolve(conf))  # env=...: its scorer and sizes, as rlexp.main.run checks the job
     except RlexpError as err:
         return err
     return None

@@ -45,3 +45,22 @@ def load_tokenizer(cfg: ModelConfig) -> Any:
     from rlexp.models.tokenizer import load_tokenizer_dir
 
     return load_tokenizer_dir(resolve_model_dir(cfg))
+
+
+def local_tokenizer(cfg: ModelConfig) -> Any:
+    """The model's tokenizer when this machine has it without downloading (a local folder, or the hub cache);
+    None otherwise. A local folder that is not whole fails as `load_tokenizer` does."""
+    if cfg.path and "://" not in cfg.path:
+        return load_tokenizer(cfg)
+    if cfg.path or not cfg.hf_id:
+        return None
+    from huggingface_hub import snapshot_download
+
+    from rlexp.models.hub import CONFIG_AND_TOKENIZER_FILES
+    from rlexp.models.tokenizer import load_tokenizer_dir
+
+    try:
+        folder = snapshot_download(cfg.hf_id, allow_patterns=list(CONFIG_AND_TOKENIZER_FILES), local_files_only=True)
+    except Exception:  # noqa: BLE001 - not in the cache (huggingface_hub raises several types for that)
+        return None
+    return load_tokenizer_dir(folder)

@@ -8,7 +8,8 @@ and those writes used to resume from checkpoint k without rows k-1 and k, for go
 So a save that will happen first publishes step k's actor and rollout metrics and puts a copy of every row not yet
 written into the checkpoint's custom metadata (`rlexp_rows`), which orbax commits with the checkpoint. On
 resume, the rows metrics.jsonl lacks are put back from it, and written in order with the next ones; row k
-then lacks only the save's own time (`perf/checkpoint_time_sec`). A mid-run eval due at step k that the
+then lacks only the save's own time (`perf/checkpoint_time_sec`). Other state of the step travels the same way
+(`extra`: env.adaptive's task weights, read back by `carried`). A mid-run eval due at step k that the
 process did not finish is run again from checkpoint k before training resumes (rlexp.train.session).
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -34,11 +36,16 @@ ROWS_KEY = "rlexp_rows"
 
 
 def carry_rows(
-    cluster: Any, collector: MetricsCollector, clock: StepClock, every: int, updates_per_step: int = 1
+    cluster: Any,
+    collector: MetricsCollector,
+    clock: StepClock,
+    every: int,
+    updates_per_step: int = 1,
+    extra: Callable[[int], dict[str, Any]] | None = None,
 ) -> None:
     """Wrap the actor trainer's `checkpoint_manager.save` (this instance): a save that will happen carries the
-    rows of its step and before that metrics.jsonl does not hold yet. Saves are numbered by optimizer updates,
-    `updates_per_step` (num_iterations) to a step of `every` (checkpoint_every)."""
+    rows of its step and before that metrics.jsonl does not hold yet, and `extra(step)`'s keys. Saves are numbered
+    by optimizer updates, `updates_per_step` (num_iterations) to a step of `every` (checkpoint_every)."""
     trainer = cluster.actor_trainer
     manager = trainer.checkpoint_manager
     save = manager.save
@@ -55,7 +62,8 @@ def carry_rows(
             rows = collector.peek_until(step)
             if rows and rows[-1]["step"] == step and STEP not in rows[-1]:
                 rows[-1][STEP] = clock.peek()  # the step's time, before the save (taken after it otherwise)
-            kwargs["custom_metadata"] = {**(kwargs.get("custom_metadata") or {}), ROWS_KEY: rows}
+            more = extra(step) if extra is not None else {}
+            kwargs["custom_metadata"] = {**(kwargs.get("custom_metadata") or {}), ROWS_KEY: rows, **more}
         return save(update, model, *args, **kwargs)
 
     manager.save = save_with_rows
@@ -78,3 +86,8 @@ def put_back_rows(
         collector.add(step, metrics)
         back.append(step)
     return back
+
+
+def carried(trainer: Any, key: str) -> Any:
+    """What the restored checkpoint carried under `key` (`carry_rows`' extra), or None."""
+    return restored_checkpoint_metadata(trainer).get(key)

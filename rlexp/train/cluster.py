@@ -59,20 +59,6 @@ def build_optimizer(t: TrainerConfig) -> optax.GradientTransformation:
     return optax.chain(optax.clip_by_global_norm(t.grad_clip), adamw) if t.grad_clip > 0 else adamw
 
 
-def prompt_width(prompts: list[str], tokenizer: Any, limit: int) -> int:
-    """Tokens every prompt is left-padded to: the longest prompt plus BOS, rounded up to 8, at most `limit`.
-
-    Tunix pads prompts to RolloutConfig.max_prompt_length and trains on that width, so padding the
-    default run's 7-token prompts to trainer.max_prompt_tokens=16 made a third of every rollout,
-    reference and policy pass pad. The width is fixed for the run (one compiled shape), and an upper
-    bound: the sampler prepends BOS unless the tokenizer already did.
-    """
-    if not prompts:
-        return limit
-    longest = max(len(ids) for ids in tokenizer(list(prompts))["input_ids"]) + 1
-    return min(limit, -(-longest // 8) * 8)
-
-
 def rollout_config(cfg: RlexpConfig, tokenizer: Any, prompt_tokens: int | None = None) -> Any:
     """Tunix's rollout settings; `prompt_tokens` (see prompt_width) defaults to trainer.max_prompt_tokens."""
     import jax.numpy as jnp

@@ -162,9 +162,10 @@ def run_offline_eval(
     target: str, step: int | None, overrides: list[str], out: str | None = None, name: str | None = None
 ) -> tuple[str, dict[str, Any]]:
     """Evaluate; returns (the json written, its record)."""
+    from rlexp.data.templates import prompt_width
     from rlexp.models.loader import load_tokenizer
     from rlexp.rewards.compose import build_rewards
-    from rlexp.train.cluster import prompt_width, rollout_config
+    from rlexp.train.cluster import rollout_config
     from rlexp.train.evaluate import Scorer, eval_sampling, evaluate
     from rlexp.tunix.sampler import eval_rollout_engine, rollout_classes
 

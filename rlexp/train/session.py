@@ -16,7 +16,6 @@ import contextlib
 import logging
 import sys
 import time
-from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -30,14 +29,24 @@ from rlexp.config.schema import RlexpConfig
 from rlexp.config.validate import check_steps
 from rlexp.config.values import eval_metric_names
 from rlexp.data.templates import check_turn_markers, render_splits
-from rlexp.envs import check_tasks_kept, load_rows, task_metrics, toolbox, tools_prompt
+from rlexp.envs import (
+    adaptive_weights,
+    check_tasks_kept,
+    load_rows,
+    task_metrics,
+    task_summary,
+    toolbox,
+    tools_prompt,
+)
+from rlexp.envs.adaptive import STATE_KEY as ADAPTIVE_KEY
 from rlexp.errors import ConfigError, RlexpError, RunError
 from rlexp.estimates.flops import step_rates
 from rlexp.rewards.compose import RewardErrorBudgetExceeded, build_rewards
 from rlexp.rewards.registry import probe_services
 from rlexp.tracking.process import DEFAULT_FACTORY, TrackerProcess
 from rlexp.train import heap, rundir
-from rlexp.train.checkpoint_rows import carry_rows, put_back_rows
+from rlexp.train.batches import batches, cycle_batches, train_batches
+from rlexp.train.checkpoint_rows import carried, carry_rows, put_back_rows
 from rlexp.train.checkpoints import record_files, restorable
 from rlexp.train.collectives import settle
 from rlexp.train.metrics import MetricsCollector, group_stats, rlexp_metric_key, to_json_line
@@ -48,37 +57,6 @@ if TYPE_CHECKING:
     from rlexp.train.plan import RunPlan
 
 log = logging.getLogger(__name__)
-
-
-def batches(rows: list[dict[str, Any]], batch_size: int, epochs: int, seed: int, shuffle: bool = True):
-    """Deterministic shuffled batches of numpy arrays (Tunix repeats every leaf per generation). `shuffle=False`:
-    the rows' own order every epoch (dataset.shuffle=maxtext: grain's order, repeated as MaxText repeats it)."""
-    rng = np.random.default_rng(seed)
-    for _ in range(epochs):
-        order = rng.permutation(len(rows)) if shuffle else np.arange(len(rows))
-        for i in range(0, len(order) - batch_size + 1, batch_size):
-            chunk = [rows[j] for j in order[i : i + batch_size]]
-            fields = [k for k in chunk[0] if k not in ("prompt", "question")]
-            yield {
-                "prompts": np.array([r["prompt"] for r in chunk]),
-                **{k: np.array([str(r[k]) for r in chunk]) for k in fields},
-            }
-
-
-def cycle_batches(make: Callable[[int], Iterator[dict]]) -> Callable[[], dict]:
-    """A refill source: the next batch of `make(pass)`, starting a new pass when one ends."""
-    state = {"pass": 0, "it": make(0)}
-
-    def next_batch() -> dict:
-        for _ in range(2):
-            try:
-                return next(state["it"])
-            except StopIteration:
-                state["pass"] += 1
-                state["it"] = make(state["pass"])
-        raise RuntimeError("the refill stream yields no batch")
-
-    return next_batch
 
 
 class TrainingSession:
@@ -96,6 +74,7 @@ class TrainingSession:
         self.classes: dict[str, str] = {}  # the Tunix classes that ran (rlexp.tunix.ran_classes)
         self.profile: str | None = None  # the trace's folder (profile.steps), once the trainer has its profiler
         self.episodes: Any = None  # agent=tools: the episode runner (rlexp.train.episodes)
+        self.adaptive = adaptive_weights(conf)  # env.adaptive: task weights toward learnable tasks, else None
         # Every process trains (collectives); only process 0 writes the run files and the tracker.
         self.primary = jax.process_index() == 0
 
@@ -165,6 +144,19 @@ class TrainingSession:
         return cycle_batches(lambda n: batches(self.train_rows, t.batch_size, 1, self.conf.seed + 7919 * (n + 1)))
 
     # -- hook callbacks -----------------------------------------------------------------------
+    def _checkpoint_state(self, step: int) -> dict[str, Any]:
+        """What a checkpoint of `step` carries beside its rows: the adaptive task weights' state."""
+        state = self.adaptive.state(step) if self.adaptive is not None else None
+        return {} if state is None else {ADAPTIVE_KEY: state}
+
+    def _restore_state(self) -> None:
+        """The adaptive weights' state the restored checkpoint carried: the resumed run draws as the first did."""
+        if self.adaptive is not None:
+            state = carried(self.cluster.actor_trainer, ADAPTIVE_KEY)
+            if state is None:
+                raise RunError(f"{self.run_dir}: its checkpoint carries no env.adaptive state; resume with it off")
+            self.adaptive.restore(state)
+
     def _step_context(self) -> StepContext:
         """What the step hooks may read and call (rlexp.train.hooks.StepHooks), once the cluster is built."""
         from rlexp.train.hooks import StepContext
@@ -203,6 +195,8 @@ class TrainingSession:
         if "task" in fields:  # env=...: env/<task>/reward_mean, errors, latency (rlexp.envs)
             errored = [any(v[i][1] is not None for v in per_sample.values()) for i in range(len(rewards))]
             out.update(task_metrics(fields["task"], rewards, errored, self.rewards))
+            if self.adaptive is not None:  # env/<task>/weight and learnable; the weights move (rlexp.envs.adaptive)
+                out.update(self.adaptive.observe(step, list(fields["task"]), list(rewards), g))
         if step == 1 or step % self.conf.trainer.samples_every == 0:
             self._write_samples(step, prompts, completions, rewards, fields, per_sample)
         return {rlexp_metric_key(k): (v, np.mean) for k, v in out.items()}
@@ -330,8 +324,9 @@ class TrainingSession:
     def execute(self, collecting: bool = True) -> dict[str, Any]:
         """Set up, train and evaluate; `collecting`: whether to re-enable the garbage collector once set up
         (rlexp.train.heap: the caller paused it)."""
+        from rlexp.data.templates import prompt_width
         from rlexp.tracking import NoTracker
-        from rlexp.train.cluster import build_cluster, build_learner, prompt_width
+        from rlexp.train.cluster import build_cluster, build_learner
         from rlexp.train.hooks import StepHooks, StopTraining
         from rlexp.train.profile import install_profiler, stop_open_trace
 
@@ -387,7 +382,7 @@ class TrainingSession:
         self.start_step = start_step = self.cluster.actor_trainer.train_steps // n  # > 0 after a restore
         self.cluster.actor_trainer.with_training_hooks(StepHooks(self._step_context()))
         self.clock.time_saves(self.cluster.actor_trainer.checkpoint_manager, t.checkpoint_every * n)
-        carry_rows(self.cluster, self.collector, self.clock, t.checkpoint_every, n)
+        carry_rows(self.cluster, self.collector, self.clock, t.checkpoint_every, n, self._checkpoint_state)
         self.clock.time_close(self.cluster)
         self.profile = install_profiler(self.cluster.actor_trainer, self.conf, self.run_dir)  # profile.steps
         written: set[int] = set()  # the steps metrics.jsonl holds
@@ -400,6 +395,7 @@ class TrainingSession:
                     kept = rundir.truncate_jsonl(self.path(name), start_step if start_step else -1)
                     written = kept if name == "metrics.jsonl" else written
         if start_step:
+            self._restore_state()
             if storage.exists(self.path("evals.json")):
                 self.evals = storage.read_json(self.path("evals.json"))
             log.info("rlexp: resuming %s from step %d", self.run_dir, start_step)
@@ -423,8 +419,7 @@ class TrainingSession:
         with self.stop:
             try:
                 if start_step < t.max_steps:
-                    shuffle = self.conf.dataset.shuffle != "maxtext"
-                    learner.train(batches(self.train_rows, t.batch_size, t.epochs, self.conf.seed, shuffle))
+                    learner.train(train_batches(self.conf, self.train_rows, self.adaptive))
             except StopTraining as stop:
                 status, stop_cause = ("failed" if stop.cause else "interrupted"), stop.cause
             finally:
@@ -495,6 +490,9 @@ class TrainingSession:
             "overrides": overrides,
             "plan": self.plan.to_dict(),  # the decisions plan.json holds (rlexp.train.plan)
         }
+        tasks = task_summary(self.conf, self.train_rows, self.eval_rows, self.adaptive)
+        if tasks is not None:  # env=...: each task's weight and rows (a sweep over weights records its own)
+            summary["data"]["tasks"] = tasks
         if "before" in self.evals and "after" in self.evals:
             summary["eval"]["gain"] = {
                 k: self.evals["after"][k] - self.evals["before"][k]

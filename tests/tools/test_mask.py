@@ -98,12 +98,12 @@ def test_the_demo_learner_trains_tool_outputs_under_mask_0(tmp_path) -> None:  #
     import numpy as np
 
     from rlexp.data.registry import load_splits
-    from rlexp.data.templates import render_splits
+    from rlexp.data.templates import prompt_width, render_splits
     from rlexp.families.load import load_model
     from rlexp.models.loader import load_tokenizer
     from rlexp.rewards.compose import build_rewards
     from rlexp.tools.toolbox import tools_prompt
-    from rlexp.train.cluster import build_cluster, build_learner, build_meshes, prompt_width
+    from rlexp.train.cluster import build_cluster, build_learner, build_meshes
     from rlexp.train.episodes import EpisodeRunner, install
     from rlexp.train.metrics import MetricsCollector
 
