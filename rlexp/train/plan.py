@@ -37,6 +37,9 @@ class RunPlan:
     memory: dict[str, Any] | None = None  # rlexp.estimates.memory.estimate_memory, per trainer chip
     cost: dict[str, Any] | None = None  # rlexp.estimates.cost.estimate_cost (or {"error": ...})
     checked_train_rows: int | None = None  # the train rows max_steps was checked against (dataset.train_size)
+    # trainer.off_policy.max_staleness > 0: batches sampled ahead (k), whether a thread samples them on rollout
+    # devices of their own, the queue's bytes, and the queue file a resumed run reads (rlexp.train.off_policy)
+    off_policy: dict[str, Any] | None = None
     completed_steps: int | None = None  # action=done: the steps the earlier run completed
     objective: float | None = None  # action=done: that run's objective
 
@@ -108,13 +111,34 @@ def make_plan(conf: RlexpConfig, cfg: Any, records_dir: str, remote: Callable[[]
     # a damaged newest checkpoint is set aside (or, when none is whole, the run stops) before JAX is imported
     set_aside = fall_back_to_restorable(run_dir, can_move=not in_cluster_job())
     rows = conf.dataset.train_size if conf.dataset.train_size > 0 else None  # checked by the rules already
+    resume_step = newest_step(run_dir)
     return RunPlan(
         TRAIN,
         run_dir,
         records_dir,
-        resume_step=newest_step(run_dir),
+        resume_step=resume_step,
         set_aside=tuple(set_aside.items()),
         lock=lock,
         checked_train_rows=rows,
+        off_policy=off_policy_plan(conf, run_dir, resume_step, memory),
         **estimates(conf, memory),
     )
+
+
+def off_policy_plan(conf: RlexpConfig, run_dir: str, resume_step: int, memory: dict[str, Any]) -> dict[str, Any] | None:
+    """What trainer.off_policy changes in the run, its resume's queue file checked (RunError when it is gone)."""
+    from rlexp.algorithms import off_policy
+
+    if not off_policy.enabled(conf.trainer):
+        return None
+    from rlexp.train.off_policy import check_resume
+
+    k = off_policy.staleness(conf.trainer)
+    return {
+        "max_staleness": k,
+        "concurrent": off_policy.concurrent(conf),
+        "queued_batches": k,
+        "queue_bytes": memory.get("off_policy", 0),
+        "staged_weight_bytes": memory.get("off_policy_staged_weights", 0),
+        "resume_queue": check_resume(run_dir, resume_step) if resume_step else None,
+    }
