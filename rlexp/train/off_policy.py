@@ -250,7 +250,7 @@ class OffPolicyQueue:
     @contextlib.contextmanager
     def trainer_weights(self) -> Iterator[None]:
         """Around a mid-run eval (concurrent): the engine samples with the trainer's weights, the thread waits."""
-        if not self.concurrent or self.thread is None:
+        if not self.concurrent or self.thread is None or self.stopped:  # closed: the engine has them already
             yield
             return
         with self.engine:
