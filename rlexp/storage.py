@@ -110,14 +110,18 @@ def read_jsonl(path: str) -> list[dict[str, Any]]:
 
 def write_text(path: str, text: str) -> None:
     """Write `text` whole (a temporary file renamed over `path`), its secrets scrubbed (rlexp.redact)."""
-    text = scrub(text)
+    write_bytes(path, scrub(text).encode("utf-8"))
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    """Write `data` whole: locally a temporary file renamed over `path`, so a reader never sees part of it."""
     if not is_url(path):
         directory = os.path.dirname(os.path.abspath(path))
         os.makedirs(directory, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=os.path.basename(path))
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
             umask = os.umask(0)
             os.umask(umask)
             os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file the usual permissions
@@ -131,8 +135,8 @@ def write_text(path: str, text: str) -> None:
     parent = p.rsplit("/", 1)[0]
     if parent:
         fs.makedirs(parent, exist_ok=True)
-    with fs.open(p, "w", encoding="utf-8") as f:
-        f.write(text)
+    with fs.open(p, "wb") as f:
+        f.write(data)
 
 
 def write_json(path: str, data: Any) -> None:

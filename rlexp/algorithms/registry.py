@@ -13,7 +13,7 @@ import importlib
 from collections.abc import Iterator
 from typing import Any
 
-from rlexp.algorithms import correction
+from rlexp.algorithms import correction, off_policy
 from rlexp.algorithms.spec import AlgorithmSpec, LearnerInputs
 from rlexp.config.derived import tunix_kl_mode
 from rlexp.config.schema import RlexpConfig, TrainerConfig
@@ -123,6 +123,7 @@ def check_keys(t: TrainerConfig) -> AlgorithmSpec:
             t.correction.mode,
             f"{t.algorithm}'s loss takes no per-token importance weight; use none, or one of {', '.join(able)}",
         )
+    off_policy.check_keys(t)
     spec.check_keys(t)
     return spec
 
@@ -148,6 +149,7 @@ def check_algorithm(cfg: RlexpConfig) -> AlgorithmSpec:
             t.correction.mode,
             "agent=tools' episodes carry no sampler log-probabilities (tool outputs are not sampled); use none",
         )
+    off_policy.check(cfg, spec.needs_critic)
     if spec.needs_critic:
         check_critic(cfg.model, t.algorithm)
     spec.check(cfg)

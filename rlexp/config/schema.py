@@ -248,6 +248,16 @@ class CorrectionConfig:
 
 
 @dataclass
+class OffPolicyConfig:
+    """Bounded staleness (rlexp.algorithms.off_policy, docs/algorithms.md): rollouts sampled ahead of the updates
+    that train on them, so the rollout engine and the trainer stop waiting for each other."""
+
+    # k: the rollout of step t samples with the weights of step max(0, t - 1 - k), a queue of up to k batches ahead.
+    # 0: every step samples with the weights it trains from (on-policy, as before)
+    max_staleness: int = 0
+
+
+@dataclass
 class OpdConfig:
     """On-policy distillation (Agarwal et al. 2024; the Qwen3 report): the student samples, a frozen teacher's
     per-token log-probabilities on those samples give each token's advantage, log pi_teacher - log pi_student
@@ -291,6 +301,7 @@ class TrainerConfig:
     ppo: PpoConfig = field(default_factory=PpoConfig)  # trainer=ppo only
     opd: OpdConfig = field(default_factory=OpdConfig)  # trainer=opd only
     correction: CorrectionConfig = field(default_factory=CorrectionConfig)  # the sampler's mismatch, any GRPO kind
+    off_policy: OffPolicyConfig = field(default_factory=OffPolicyConfig)  # rollouts sampled ahead (bounded staleness)
     # rollout
     temperature: float = 1.0
     top_p: float = 1.0

@@ -30,6 +30,7 @@ import math
 import statistics
 from typing import Any
 
+from rlexp.algorithms import off_policy
 from rlexp.algorithms.registry import algorithm_of, extra_forward_passes, reference_copy
 from rlexp.config.derived import trainer_devices
 from rlexp.config.schema import RlexpConfig
@@ -119,7 +120,9 @@ def roofline_step_s(cfg: RlexpConfig, lengths: Lengths | None = None) -> float |
     own = spec.reference_model(cfg)
     extra = 2 * extra_forward_passes(t) * active_params(m) + (2 * active_params(own) if own is not None else 0)
     train = (per_token * active_params(m) * t.num_iterations + extra) * tokens / (train_chips * flops * MFU_TRAIN)
-    return train + _rollout_seconds(cfg, t.batch_size, t.num_generations, rollout_chips, n)
+    rollout = _rollout_seconds(cfg, t.batch_size, t.num_generations, rollout_chips, n)
+    # trainer.off_policy on rollout devices of their own: the next batches sample while the trainer updates
+    return max(train, rollout) if off_policy.concurrent(cfg) else train + rollout
 
 
 @functools.lru_cache(maxsize=32)
@@ -152,7 +155,8 @@ def step_time(cfg: RlexpConfig, lengths: Lengths | None = None) -> tuple[float |
         return measured[0], f"measured ({measured[1]})"
     rough = roofline_step_s(cfg, lengths)
     if rough is not None:
-        return rough, f"roofline (MFU {MFU_TRAIN}, decode bandwidth {DECODE_BW_EFF})"
+        overlap = ", rollout overlapping the update" if off_policy.concurrent(cfg) else ""
+        return rough, f"roofline (MFU {MFU_TRAIN}, decode bandwidth {DECODE_BW_EFF}{overlap})"
     return None, "unknown: set cost.step_time_s or cost.calibration=<run dir of a short run>"
 
 

@@ -6,7 +6,9 @@ in the parameter dtype, and holds a frozen reference copy when the loss needs on
 reference is the frozen base itself) or the algorithm's own model in that role (its spec's `reference_model`: OPD's
 teacher), and a critic when the algorithm trains one (`needs_critic`). The rollout KV cache holds batch_size x
 num_generations sequences of prompt + completion tokens (`lengths`: the config's caps, or an environment's own
-prompt and turn lengths), split over the data-parallel devices that sample. `activations` is a rough bound for one training micro-batch (logits dominate for large
+prompt and turn lengths), split over the data-parallel devices that sample. Bounded staleness (trainer.off_policy)
+adds its queued batches (`off_policy`) to the trainer's chip and, with rollout devices of their own, a staged copy of
+the weights to each of them. `activations` is a rough bound for one training micro-batch (logits dominate for large
 vocabularies), not a measurement. The model's terms (`model_terms`: weights, adapter weights, cache per sequence)
 come from its family's spec; `check_fits` is the rule `rlexp.checks.check_config` runs with them.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlexp.algorithms import off_policy
 from rlexp.algorithms.registry import algorithm_of, reference_copy
 from rlexp.config.derived import resolve_mesh, trainer_devices
 from rlexp.config.hardware import HBM_GIB_PER_CHIP
@@ -68,7 +71,13 @@ def estimate_memory(cfg: RlexpConfig, lengths: Lengths | None = None) -> dict[st
     micro_per_chip = -(-micro // fsdp)
     layer_io = (1 if m.remat == "full" else 12) * micro_per_chip * tokens * m.embed_dim * BYTES[m.dtype]
     activations = m.num_layers * layer_io // tp + 2 * micro_per_chip * tokens * m.vocab_size * 4 // tp
-    total = params + optimizer + gradients + reference + critic + kv_cache + activations
+    # trainer.off_policy: the k batches sampled ahead (on one trainer chip: the default device), and, with rollout
+    # devices of their own, the staged copy of the weights the trainer pushes while the rollout samples
+    queued = off_policy.queue_bytes(cfg, spec.needs_reference(t))
+    staged = (
+        (trainable if lora else n_params) * p_bytes // max(s.rollout_devices, 1) if off_policy.concurrent(cfg) else 0
+    )
+    total = params + optimizer + gradients + reference + critic + kv_cache + activations + queued
     out: dict[str, Any] = {
         "model": m.name,
         "slice": s.name,
@@ -83,20 +92,23 @@ def estimate_memory(cfg: RlexpConfig, lengths: Lengths | None = None) -> dict[st
         "critic": critic,
         "kv_cache": kv_cache,
         "activations": activations,
+        "off_policy": queued,
         "total": total,
         "capacity": capacity_bytes(cfg),
     }
     if n.source != CAPS:
         out["lengths"] = n.to_dict()
     if s.rollout_devices:
-        out["rollout_chip_total"] = n_params * p_bytes // s.rollout_devices + kv_cache
+        out["rollout_chip_total"] = n_params * p_bytes // s.rollout_devices + kv_cache + staged
+        if staged:
+            out["off_policy_staged_weights"] = staged
     return out
 
 
 def format_estimate(est: dict[str, Any]) -> str:
     """One line per component in GiB, for the preflight and launcher dry runs."""
-    keys = ("params", "optimizer", "gradients", "reference", "critic", "kv_cache", "activations", "total")
-    parts = [f"{k} {est[k] / GIB:.2f}" for k in keys]
+    keys = ("params", "optimizer", "gradients", "reference", "critic", "kv_cache", "activations", "off_policy", "total")
+    parts = [f"{k} {est[k] / GIB:.2f}" for k in keys if k != "off_policy" or est.get(k)]
     cap = est["capacity"]
     cap_s = f"{cap / GIB:.1f} GiB" if cap else "unknown"
     text = (

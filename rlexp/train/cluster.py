@@ -194,11 +194,16 @@ def build_cluster(
         training_config=training,
         rollout_config=rollout_config(cfg, tokenizer, prompt_tokens),
     )
-    # Tunix's own span timings give perf/{mean,sum}/rollout_time (rlexp: perf/rollout_time_sec).
+    # Tunix's own span timings give perf/{mean,sum}/rollout_time (rlexp: perf/rollout_time_sec). Its export reads a
+    # step's rollout from the step's own thread: a rollout thread sampling ahead (rlexp.train.off_policy) times its
+    # batches itself instead.
     from tunix.perf.export import PerfMetricsExport
     from tunix.perf.metrics import PerfMetricsConfig
 
+    from rlexp.algorithms.off_policy import concurrent
+
     perf = PerfMetricsConfig(custom_export_fn=_quiet(PerfMetricsExport.from_cluster_config(cluster_config)))
+    perf = None if concurrent(cfg) else perf
     cluster = recording_cluster_class()(
         actor=actor,
         critic=critic,
@@ -230,12 +235,18 @@ def build_learner(cfg: RlexpConfig, cluster: Any, reward_fns: list, metric_fns: 
     """Tunix's learner for trainer.algorithm, with trainer.rollout.async_rollout applied; `refill` (a callable
     returning the next batch of prompts) feeds dynamic sampling (rlexp.algorithms.dapo). The algorithm's spec
     builds it (rlexp.algorithms)."""
-    from rlexp.algorithms import correction
+    from rlexp.algorithms import correction, off_policy
     from rlexp.algorithms.registry import LearnerInputs, algorithm_of
     from rlexp.train.metrics import rlexp_metric_key
 
     inputs = LearnerInputs(cfg, cluster, list(reward_fns), list(metric_fns), refill, rlexp_metric_key)
     learner = algorithm_of(cfg.trainer).build_learner(inputs)
+    if off_policy.enabled(cfg.trainer):
+        # batches sampled ahead, handed over when their step trains: before the correction, which weighs each batch
+        # against the weights that train on it (rlexp.tunix.ahead; the queue is the session's, rlexp.train.off_policy)
+        from rlexp.tunix.ahead import Ahead
+
+        Ahead(learner).hand_over()
     if correction.enabled(cfg.trainer):  # after the algorithm's own rewrites (OPD's advantages)
         correction.learner_correction(learner, cfg, rlexp_metric_key)
     set_async_rollout(cfg, learner)

@@ -57,6 +57,9 @@ class RunPlan:
     memory: dict[str, Any] | None = None  # rlexp.estimates.memory.estimate_memory, per trainer chip
     cost: dict[str, Any] | None = None  # rlexp.estimates.cost.estimate_cost (or {"error": ...})
     checked_train_rows: int | None = None  # the train rows max_steps was checked against (dataset.train_size)
+    # trainer.off_policy.max_staleness > 0: batches sampled ahead (k), whether a thread samples them on rollout
+    # devices of their own, the queue's bytes, and the queue file a resumed run reads (rlexp.train.off_policy)
+    off_policy: dict[str, Any] | None = None
     completed_steps: int | None = None  # action=done: the steps the earlier run completed
     objective: float | None = None  # action=done: that run's objective
     config_hash: str | None = None  # config_hash of the config planned: a job refuses a plan made for another
@@ -189,7 +192,9 @@ def make_plan(conf: RlexpConfig, cfg: Any, records_dir: str, remote: Callable[[]
     if started.action == DONE:
         return started
     decided = carried or plan_submission(conf, resolved, run_dir, memory)
-    return dataclasses.replace(decided, **{name: getattr(started, name) for name in STARTED})
+    plan = dataclasses.replace(decided, **{name: getattr(started, name) for name in STARTED})
+    # trainer.off_policy: its queue as this start finds it (a resume's queued batches, checked before JAX)
+    return dataclasses.replace(plan, off_policy=off_policy_plan(conf, run_dir, plan.resume_step, plan.memory or {}))
 
 
 def _job_start(conf: RlexpConfig, cfg: Any, run_dir: str, records_dir: str) -> RunPlan:
@@ -223,3 +228,22 @@ def _job_start(conf: RlexpConfig, cfg: Any, run_dir: str, records_dir: str) -> R
     return RunPlan(
         TRAIN, run_dir, records_dir, resume_step=newest_step(run_dir), set_aside=tuple(set_aside.items()), lock=lock
     )
+
+
+def off_policy_plan(conf: RlexpConfig, run_dir: str, resume_step: int, memory: dict[str, Any]) -> dict[str, Any] | None:
+    """What trainer.off_policy changes in the run, its resume's queue file checked (RunError when it is gone)."""
+    from rlexp.algorithms import off_policy
+
+    if not off_policy.enabled(conf.trainer):
+        return None
+    from rlexp.train.off_policy import check_resume
+
+    k = off_policy.staleness(conf.trainer)
+    return {
+        "max_staleness": k,
+        "concurrent": off_policy.concurrent(conf),
+        "queued_batches": k,
+        "queue_bytes": memory.get("off_policy", 0),
+        "staged_weight_bytes": memory.get("off_policy_staged_weights", 0),
+        "resume_queue": check_resume(run_dir, resume_step) if resume_step else None,
+    }

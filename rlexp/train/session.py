@@ -24,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlexp import log_setup, perf, storage
 from rlexp import tunix as tunix_seam
+from rlexp.algorithms import off_policy
 from rlexp.algorithms.registry import algorithm_of, reference_copy
 from rlexp.config.schema import RlexpConfig
 from rlexp.config.validate import check_steps
@@ -75,6 +76,7 @@ class TrainingSession:
         self.profile: str | None = None  # the trace's folder (profile.steps), once the trainer has its profiler
         self.episodes: Any = None  # agent=tools: the episode runner (rlexp.train.episodes)
         self.adaptive = adaptive_weights(conf)  # env.adaptive: task weights toward learnable tasks, else None
+        self.off_policy: Any = None  # trainer.off_policy: the queue of batches sampled ahead (rlexp.train.off_policy)
         # Every process trains (collectives); only process 0 writes the run files and the tracker.
         self.primary = jax.process_index() == 0
 
@@ -143,6 +145,27 @@ class TrainingSession:
         t = self.conf.trainer
         return cycle_batches(lambda n: batches(self.train_rows, t.batch_size, 1, self.conf.seed + 7919 * (n + 1)))
 
+    def _attach_off_policy(self, learner: Any, start_step: int) -> Any:
+        from itertools import islice
+
+        from rlexp.train.off_policy import attach
+
+        t = self.conf.trainer
+        shuffle = self.conf.dataset.shuffle != "maxtext"
+        return attach(
+            learner,
+            self.conf,
+            # the order learner.train gets (below), from a step on
+            rows=lambda step: islice(
+                batches(self.train_rows, t.batch_size, t.epochs, self.conf.seed, shuffle), step - 1, None
+            ),
+            seed=self.rollout_seed,
+            start_step=start_step,
+            run_dir=self.run_dir if self.primary else None,
+            on_metrics=self.collector.add,
+            write_samples=lambda rows: self.samples.write(rows),
+        )
+
     # -- hook callbacks -----------------------------------------------------------------------
     def _checkpoint_state(self, step: int) -> dict[str, Any]:
         """What a checkpoint of `step` carries beside its rows: the adaptive task weights' state."""
@@ -180,7 +203,8 @@ class TrainingSession:
 
     def metric_fn(self, prompts, completions, rewards, advantages, **fields):  # noqa: ANN001, ANN201
         """Tunix metric_fn: reward statistics and samples of the step being rolled out."""
-        step = self.cluster.global_steps + 1
+        ahead = self.off_policy.sampling() if self.off_policy is not None else None  # a batch sampled ahead
+        step = ahead.step if ahead is not None else self.cluster.global_steps + 1
         g = self.conf.trainer.num_generations
         out = group_stats(rewards, g) if g > 1 else {"rewards/std": float(np.std(rewards))}  # PPO: no groups
         per_sample = {k: list(v) for k, v in self.rewards.stats.rows.items()}  # (value, error) per completion
@@ -198,10 +222,16 @@ class TrainingSession:
             if self.adaptive is not None:  # env/<task>/weight and learnable; the weights move (rlexp.envs.adaptive)
                 out.update(self.adaptive.observe(step, list(fields["task"]), list(rewards), g))
         if step == 1 or step % self.conf.trainer.samples_every == 0:
-            self._write_samples(step, prompts, completions, rewards, fields, per_sample)
+            if ahead is None:
+                self.samples.write(self._samples_rows(step, prompts, completions, rewards, fields, per_sample))
+            else:  # written when its step trains on it, with the policy version that sampled it
+                version = {"policy_version": ahead.version}
+                ahead.samples.extend(
+                    self._samples_rows(step, prompts, completions, rewards, fields, per_sample, version)
+                )
         return {rlexp_metric_key(k): (v, np.mean) for k, v in out.items()}
 
-    def _write_samples(self, step, prompts, completions, rewards, fields, per_sample) -> None:  # noqa: ANN001
+    def _samples_rows(self, step, prompts, completions, rewards, fields, per_sample, extra=None) -> list[str]:  # noqa: ANN001
         """samples.jsonl rows; a completion whose reward errored has `reward: null`, the errored rewards null
         under `rewards` and their error text under `errors` (its training value, its group's mean, is no score)."""
         n = len(completions)
@@ -222,8 +252,8 @@ class TrainingSession:
                 row["errors"] = errors
             if self.episodes is not None and self.episodes.last is not None:  # the whole conversation
                 row["conversation"] = self.episodes.last.conversations[i]
-            rows.append(to_json_line(row))
-        self.samples.write(rows)
+            rows.append(to_json_line({**row, **(extra or {})}))
+        return rows
 
     def flush_metrics(self, last_step: int) -> None:
         records = self.collector.pop_until(last_step)
@@ -235,10 +265,14 @@ class TrainingSession:
             for r in records:
                 self.tracker.log(r["step"], {k: v for k, v in r.items() if k != "step"})
 
-    def set_rollout_seed(self, step: int) -> None:
+    def rollout_seed(self, step: int) -> int:
         # Tunix reuses PRNGKey(0) for every rollout when the seed is unset; a per-step seed keeps
         # runs reproducible and resumable, while seeds of a sweep really differ.
-        self.cluster.cluster_config.rollout_config.seed = self.conf.seed * 1_000_003 + step
+        return self.conf.seed * 1_000_003 + step
+
+    def set_rollout_seed(self, step: int) -> None:
+        if self.off_policy is None:  # batches sampled ahead are seeded by their step (rlexp.train.off_policy)
+            self.cluster.cluster_config.rollout_config.seed = self.rollout_seed(step)
 
     def run_eval(self, step: int, label: str | None = None, *, in_actor_update: bool = False) -> dict[str, float]:
         """Eval at `step`, recorded in evals.json under `label` (default: the step).
@@ -256,7 +290,9 @@ class TrainingSession:
         mesh = self.cluster.cluster_config.role_to_mesh[Role.ACTOR]
         start = time.perf_counter()
         settle()  # multi-process CPU: nothing dispatched before may still run collectives (rlexp.train.collectives)
-        with contextlib.nullcontext() if in_actor_update else mesh:
+        # mid-run, with batches sampled ahead on rollout devices: the engine samples with the trainer's weights
+        ahead = self.off_policy.trainer_weights() if self.off_policy is not None else contextlib.nullcontext()
+        with contextlib.nullcontext() if in_actor_update else mesh, ahead:
             rollout_config = self.cluster.cluster_config.rollout_config
             try:
                 result = evaluate(
@@ -380,6 +416,8 @@ class TrainingSession:
         # are numbered by updates, as Tunix restores them
         n = t.num_iterations
         self.start_step = start_step = self.cluster.actor_trainer.train_steps // n  # > 0 after a restore
+        if off_policy.enabled(t):  # batches sampled ahead: their queue, restored with the checkpoint
+            self.off_policy = self._attach_off_policy(learner, start_step)
         self.cluster.actor_trainer.with_training_hooks(StepHooks(self._step_context()))
         self.clock.time_saves(self.cluster.actor_trainer.checkpoint_manager, t.checkpoint_every * n)
         carry_rows(self.cluster, self.collector, self.clock, t.checkpoint_every, n, self._checkpoint_state)
@@ -424,6 +462,8 @@ class TrainingSession:
                 status, stop_cause = ("failed" if stop.cause else "interrupted"), stop.cause
             finally:
                 stop_open_trace()  # profile.steps: a run that stopped inside the traced steps keeps its trace
+                if self.off_policy is not None:  # its thread stopped; the engine holds the trainer's weights
+                    self.off_policy.close()
         steps = self.cluster.actor_trainer.train_steps // n
         if status == "completed" and steps > self.start_step:
             self.collector.add(steps, self.clock.closing())

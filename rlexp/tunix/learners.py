@@ -198,11 +198,13 @@ def rewrite_examples(learner: Any, rewrite: Callable[[Any, Step], Any]) -> None:
     (guarded by its fingerprint) builds: Tunix's rollout, masks and log-probabilities, with what `rewrite` changes
     (e.g. `example.replace(advantages=...)`). Wrapped on this instance; the class is untouched. A hooked learner
     (DAPO's dynamic sampling samples several rollouts per example) rewrites each rollout's example as it is
-    sampled, so `rewrite` reads that rollout's log-probabilities; rewrites apply in the order given."""
+    sampled, so `rewrite` reads that rollout's log-probabilities; rewrites apply in the order given. A learner whose
+    batches are sampled ahead (bounded staleness, rlexp.tunix.ahead) rewrites each when its step trains on it."""
     from tunix.rl import rl_cluster as rl
 
     rewrites = getattr(learner, "rlexp_rewrites", None)
-    if rewrites is not None:
+    # a learner whose batches are sampled ahead (rlexp.tunix.ahead) rewrites each batch when it is handed over
+    if rewrites is not None and getattr(learner, "rlexp_ahead", None) is None:
         rewrites.append(rewrite)
         return
     own = learner._generate_and_compute_advantage

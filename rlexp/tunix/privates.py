@@ -60,6 +60,10 @@ def _correction(conf: RlexpConfig) -> bool:
     return conf.trainer.correction.mode != "none"
 
 
+def _ahead(conf: RlexpConfig) -> bool:
+    return conf.trainer.off_policy.max_staleness > 0  # bounded staleness (rlexp.tunix.ahead)
+
+
 PEFT = "tunix.sft.peft_trainer:PeftTrainer"
 CLUSTER = "tunix.rl.rl_cluster:RLCluster"
 SAMPLER = "tunix.generate.sampler:Sampler"
@@ -108,9 +112,13 @@ PRIVATES: tuple[Private, ...] = (
     Private(("_compute_rewards",), "tunix.rl.rl_learner:RLLearner", "_compute_rewards", "d7ed414ff1072cf1",
             "learners", _dapo, DAPO_OFF),
     Private(("_generate_and_compute_advantage",), GRPO, "_generate_and_compute_advantage", "755b193e95aeeedb",
-            "learners", lambda c: _dapo(c) or _opd(c) or _correction(c) or c.agent.kind == "tools",
-            "run agent=single_turn, trainer.correction.mode=none and " + DAPO_OFF + " (trainer=opd needs it), or "
-            + patching.REINSTALL),
+            "learners", lambda c: _dapo(c) or _opd(c) or _correction(c) or _ahead(c) or c.agent.kind == "tools",
+            "run agent=single_turn, trainer.correction.mode=none, trainer.off_policy.max_staleness=0 and " + DAPO_OFF
+            + " (trainer=opd needs it), or " + patching.REINSTALL),
+    # bounded staleness: a step's batch sampled ahead gets the trajectory ids Tunix's data pass would give it
+    # (rlexp.tunix.ahead)
+    Private(("_compute_trajectory_ids",), GRPO, "_compute_trajectory_ids", "02329e1b4c06888f", "ahead", _ahead,
+            "run trainer.off_policy.max_staleness=0, or " + patching.REINSTALL),
 )  # fmt: skip
 
 

@@ -4,7 +4,8 @@ rlexp.tunix.privates).
 `lean_rollout_engine`: the `lean_sampler` perf patch (`perf.patches`), Tunix's vanilla rollout with its per-call
 host work cut; without it a colocated rollout and `rlexp eval` sample with Tunix's own `Sampler`.
 `recording_cluster_class`: RLCluster keeping each completion's token count (DAPO's overlong shaping) and the
-sampler's log-probabilities of its tokens (the mismatch correction, rlexp.algorithms.correction).
+sampler's log-probabilities of its tokens (the mismatch correction, rlexp.algorithms.correction), and setting aside
+what a rollout sampled ahead buffers (bounded staleness, rlexp.tunix.ahead).
 `qualified_name`: what summary.json's `perf.classes` records of the objects that ran.
 """
 
@@ -192,6 +193,7 @@ def recording_cluster_class() -> type:
 
     class RecordingCluster(rl.RLCluster):
         _lengths = threading.local()  # rollouts run in Tunix's data thread, evals in the training one
+        _captured = threading.local()  # metrics buffered by a rollout sampled ahead (rlexp.tunix.ahead)
 
         def generate(self, *args: Any, **kwargs: Any) -> Any:
             out = super().generate(*args, **kwargs)
@@ -204,6 +206,33 @@ def recording_cluster_class() -> type:
 
         def rollout_logprobs(self) -> list | None:
             return getattr(self._lengths, "logprobs", None)
+
+        def rollout_record(self) -> tuple[list[int] | None, list | None]:
+            """(token counts, log-probabilities) of this thread's last rollout."""
+            return getattr(self._lengths, "value", None), self.rollout_logprobs()
+
+        def restore_rollout_record(self, record: tuple[list[int] | None, list | None]) -> None:
+            """Make `record` this thread's last rollout (a batch sampled ahead, handed over to the trainer)."""
+            self._lengths.value, self._lengths.logprobs = record
+
+        def capture_metrics(self, sink: list | None) -> None:
+            """While `sink` is a list, this thread's buffered metrics go to it as (metrics, mode) instead of the
+            cluster's buffers (a rollout sampled ahead: they are buffered when its step trains); None: buffer."""
+            self._captured.sink = sink
+
+        def buffer_metrics(self, metrics: Any, mode: Any = rl.Mode.TRAIN) -> None:
+            sink = getattr(self._captured, "sink", None)
+            if sink is not None:
+                sink.append((metrics, mode))
+                return
+            super().buffer_metrics(metrics, mode=mode)
+
+        def buffer_metrics_async(self, metrics: Any, mode: Any = rl.Mode.TRAIN, step: int = 0) -> None:
+            sink = getattr(self._captured, "sink", None)
+            if sink is not None:
+                sink.append((metrics, mode))
+                return
+            super().buffer_metrics_async(metrics, mode=mode, step=step)
 
     return RecordingCluster
 

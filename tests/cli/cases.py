@@ -120,6 +120,37 @@ RLEXP = [
     ),
     _c(f"rlexp trainer.rollout.dtype=bfloat16 {RUN}", 2, "trainer.rollout.dtype='bfloat16': the vanilla engine's"),
     _c(f"rlexp slice=cpu-4 slice.rollout_devices=2 trainer.rollout.dtype=fp8 {RUN}", 2, "trainer.rollout.dtype='fp8'"),
+    # bounded staleness (rlexp.algorithms.off_policy): the value, and what does not combine with batches sampled ahead
+    _c(
+        f"rlexp trainer.off_policy.max_staleness=-1 {RUN}",
+        2,
+        "trainer.off_policy.max_staleness=-1: use an integer >= 0",
+    ),
+    _c(
+        f"rlexp trainer=ppo trainer.off_policy.max_staleness=1 {RUN}",
+        2,
+        "trainer.off_policy.max_staleness=1: ppo's critic values each batch while it samples",
+    ),
+    _c(
+        f"rlexp trainer.num_iterations=2 trainer.off_policy.max_staleness=1 {RUN}",
+        2,
+        "trainer.off_policy.max_staleness=1: with trainer.num_iterations=2 Tunix takes pi_old",
+    ),
+    _c(
+        f"rlexp agent=tools trainer.off_policy.max_staleness=2 {RUN}",
+        2,
+        "trainer.off_policy.max_staleness=2: agent=tools' episodes sample turn by turn",
+    ),
+    _c(
+        f"rlexp trainer=dapo trainer.correction.mode=tis_token trainer.off_policy.max_staleness=1 {RUN}",
+        2,
+        "trainer.off_policy.max_staleness=1: DAPO's dynamic sampling corrects each sampling round",
+    ),
+    _c(
+        f"rlexp slice=cpu-4 slice.nodes=2 trainer.off_policy.max_staleness=1 {RUN}",
+        2,
+        "trainer.off_policy.max_staleness=1: a run of several JAX processes",
+    ),
     _c(f"rlexp {TPU} slice.num_slices=0 {RUN}", 2, "slice.num_slices=0"),
     _c(f"rlexp objective=eval.after.pass@1 {RUN}", 2, "did you mean eval.after.pass_at_1"),
     _c(f"rlexp reward.max_error_ratio=2 {RUN}", 2, "reward.max_error_ratio=2"),

@@ -99,3 +99,28 @@ def test_the_moe_recipes_fit_v7x_devices(preset: str, billions: float, total_gib
     assert est["kv_cache"] / GIB == pytest.approx(kv_gib, abs=0.01)
     with pytest.raises(ConfigError, match="does not fit; largest is activations"):
         check_fits(compose_conf([f"experiment={preset}", "model.remat=none", "trainer.micro_batch_size=64"]))
+
+
+def test_batches_sampled_ahead_count_the_queue_and_the_staged_weights():
+    """trainer.off_policy.max_staleness=k: k queued batches on the trainer's chip; with rollout devices of their own
+    a staged copy of the weights on each rollout device (rlexp.algorithms.off_policy)."""
+    from rlexp.estimates.cost import roofline_step_s
+
+    base = estimate_memory(compose_conf(GEMMA))
+    k2 = estimate_memory(compose_conf([*GEMMA, "trainer.off_policy.max_staleness=2"]))
+    sequences, tokens = 8 * 8, 512 * 5 + 3584 * (5 + 4) + 4  # int32 ids and bool masks; the reference's logps
+    assert base["off_policy"] == 0 and k2["off_policy"] == 2 * sequences * tokens
+    assert k2["total"] == base["total"] + k2["off_policy"] and "off_policy" in format_estimate(k2)
+    assert "off_policy" not in format_estimate(base)
+    apart = [*GEMMA, "slice.rollout_devices=16"]
+    sync, ahead = (estimate_memory(compose_conf([*apart, f"trainer.off_policy.max_staleness={k}"])) for k in (0, 1))
+    from rlexp.estimates.model_terms import BYTES
+
+    cfg = compose_conf(apart)
+    staged = ahead["param_count"] * BYTES[cfg.model.param_dtype] // 16  # the weights over the 16 rollout devices
+    assert ahead["off_policy_staged_weights"] == staged and "off_policy_staged_weights" not in sync
+    assert ahead["rollout_chip_total"] == sync["rollout_chip_total"] + staged
+    # the roofline step: rollout + update in turn, the longer of the two when a thread samples ahead
+    in_turn = roofline_step_s(compose_conf([*apart, "trainer.off_policy.max_staleness=0"]))
+    overlapped = roofline_step_s(compose_conf([*apart, "trainer.off_policy.max_staleness=1"]))
+    assert 0.5 * in_turn <= overlapped < in_turn

@@ -83,6 +83,8 @@ def test_default_run_metrics_are_pinned(extra: list[str], tolerance: float, tmp_
         if rows.get(step, {}).get(key) is None or abs(rows[step][key] - value) > tolerance * max(1.0, abs(value))
     ]
     assert not drift, "\n".join(drift)
+    # trainer.off_policy.max_staleness=0 (the default) installs nothing: no queue, no metric of its own
+    assert not [k for r in rows.values() for k in r if k.startswith("off_policy/")]
     # saves and evals are timed on their own, on the steps that saved and were evaluated (rlexp.train.stepclock)
     assert [s for s in sorted(rows) if "perf/checkpoint_time_sec" in rows[s]] == [3]
     assert [s for s in sorted(rows) if "perf/eval_time_sec" in rows[s]] == [0, 3]
