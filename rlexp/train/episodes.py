@@ -42,6 +42,7 @@ class Episodes:
     turns: list[int]
     tool_calls: list[int]
     tool_errors: list[int]
+    tool_retries: list[int]  # a remote tool's retries (its service's faults ridden out)
     truncated: list[bool]  # ended by max_turns or the token budget
     conversations: list[list[dict[str, Any]]]
 
@@ -50,6 +51,7 @@ class Episodes:
             "agent/turns_mean": float(np.mean(self.turns)),
             "agent/tool_calls_mean": float(np.mean(self.tool_calls)),
             "agent/tool_errors": float(np.sum(self.tool_errors)),
+            "agent/tool_retries": float(np.sum(self.tool_retries)),
             "agent/episodes_truncated": float(np.mean(self.truncated)),
         }
 
@@ -67,7 +69,17 @@ class Episodes:
 
 def merged_stats(parts: list[Episodes]) -> dict[str, float]:
     """`Episodes.stats` over several batches of episodes, as one."""
-    lists = ("final", "tokens", "mask", "turns", "tool_calls", "tool_errors", "truncated", "conversations")
+    lists = (
+        "final",
+        "tokens",
+        "mask",
+        "turns",
+        "tool_calls",
+        "tool_errors",
+        "tool_retries",
+        "truncated",
+        "conversations",
+    )
     return Episodes(**{k: [x for p in parts for x in getattr(p, k)] for k in lists}, prompt_tokens=None).stats()
 
 
@@ -90,8 +102,9 @@ class EpisodeRunner:
         self.failure: Exception | None = None  # a tool over agent.tool_error_budget (`check_tools`)
 
     def check_tools(self) -> None:
-        """After a training step's episodes: a tool over `agent.tool_error_budget` sets `failure`, which the
-        session's metric_fn hands to the step hook (the run stops there, with a checkpoint)."""
+        """After a training step's episodes: a tool's service that did not answer, or a tool over
+        `agent.tool_error_budget`, sets `failure`, which the session's metric_fn hands to the step hook (the run
+        stops there, before training on the step, with the last finished step's checkpoint)."""
         self.failure = self.failure or self.tools.over_budget(self.cfg.agent.tool_error_budget)
 
     def _single(self, marker: str, default: int) -> int:
@@ -109,7 +122,7 @@ class EpisodeRunner:
     def run(self, prompts: list[str], generate: Generate, config: Any) -> Episodes:
         n = len(prompts)
         texts, tokens, masks = [""] * n, [[] for _ in range(n)], [[] for _ in range(n)]
-        final, turns, calls, errors = [""] * n, [0] * n, [0] * n, [0] * n
+        final, turns, calls, errors, retries = [""] * n, [0] * n, [0] * n, [0] * n, [0] * n
         truncated, active = [False] * n, [True] * n
         convs: list[list[dict[str, Any]]] = [[] for _ in range(n)]
         prompt_tokens = None
@@ -131,7 +144,9 @@ class EpisodeRunner:
             if prompt_tokens is None:
                 prompt_tokens = np.asarray(out.left_padded_prompt_tokens)
             for i in live:
+                before = self.tools.retries  # the episode's calls run one after another, here
                 t = self._step(i, out.text[i], list(out.tokens[i]), texts, tokens, masks, final, convs)
+                retries[i] += self.tools.retries - before
                 turns[i] += 1
                 calls[i] += len(t.get("tool_calls", []))
                 errors[i] += t.pop("errors", 0)
@@ -153,6 +168,7 @@ class EpisodeRunner:
             turns=turns,
             tool_calls=calls,
             tool_errors=errors,
+            tool_retries=retries,
             truncated=truncated,
             conversations=convs,
         )

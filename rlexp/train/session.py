@@ -35,6 +35,7 @@ from rlexp.errors import ConfigError, RlexpError, RunError
 from rlexp.estimates.flops import step_rates
 from rlexp.rewards.compose import RewardErrorBudgetExceeded, build_rewards
 from rlexp.rewards.registry import probe_services
+from rlexp.tools.toolbox import ServiceDown
 from rlexp.tracking.process import DEFAULT_FACTORY, TrackerProcess
 from rlexp.train import heap, rundir
 from rlexp.train.checkpoint_rows import carry_rows, put_back_rows
@@ -266,10 +267,12 @@ class TrainingSession:
                 result = evaluate(
                     self.cluster, self.eval_rows, self.conf, rollout_config, self.scorer, episodes=self.episodes
                 )
-            except RewardErrorBudgetExceeded as err:
+            except (RewardErrorBudgetExceeded, ServiceDown) as err:  # too many reward errors, a tool's dead service
                 if not in_actor_update:
                     raise
-                self.reward_error = err  # the step hook stops the run with a restorable checkpoint
+                # the step hook stops the run with a restorable checkpoint, naming the first cause (a training
+                # step's dead tool service fails this eval too)
+                self.reward_error = self.reward_error or err
                 return {}
         took = time.perf_counter() - start
         if in_actor_update:  # between two steps: not the next step's time (rlexp.train.stepclock)
@@ -386,6 +389,11 @@ class TrainingSession:
         self.clock.time_close(self.cluster)
         self.profile = install_profiler(self.cluster.actor_trainer, self.conf, self.run_dir)  # profile.steps
         written: set[int] = set()  # the steps metrics.jsonl holds
+        if start_step and storage.exists(self.path("evals.json")):
+            self.evals = storage.read_json(self.path("evals.json"))
+        # a mid-run eval due at the checkpoint's step that the last run did not finish (a run stopped by a dead
+        # service in the next step): run again below, before training resumes
+        eval_due = 0 < start_step < t.max_steps and start_step % t.eval_every == 0 and str(start_step) not in self.evals
         if self.primary:
             # steps after the checkpoint are redone: drop what an interrupted run wrote of them. Without a
             # checkpoint (a job killed before its first one, rerun by a sweep resume) everything is redone,
@@ -395,20 +403,20 @@ class TrainingSession:
                     kept = rundir.truncate_jsonl(self.path(name), start_step if start_step else -1)
                     written = kept if name == "metrics.jsonl" else written
         if start_step:
-            if storage.exists(self.path("evals.json")):
-                self.evals = storage.read_json(self.path("evals.json"))
             log.info("rlexp: resuming %s from step %d", self.run_dir, start_step)
             if self.primary and (
                 back := put_back_rows(self.cluster.actor_trainer, self.collector, written, self.evals, n)
             ):
                 log.info("rlexp: rows of steps %s restored from checkpoint %d", ", ".join(map(str, back)), start_step)
+        if self.primary and eval_due and start_step in written:  # its row, written without the eval, takes it in
+            self.collector.add(start_step, rundir.pop_row(self.path("metrics.jsonl"), start_step))
         sink = rundir.JsonlSink if self.primary else rundir.NullSink
         self.metrics = sink(self.path("metrics.jsonl"))
         self.samples = sink(self.path("samples.jsonl"))
         if "before" not in self.evals:
             self._warn_if_cut(self.run_eval(0, "before"))
             self.flush_metrics(0)
-        if 0 < start_step < t.max_steps and start_step % t.eval_every == 0 and str(start_step) not in self.evals:
+        if eval_due:
             self.run_eval(start_step)  # due at the checkpoint's step: the last run stopped before it ended
         heap.resume(collecting)
         status, stop_cause = "completed", None
@@ -432,7 +440,7 @@ class TrainingSession:
         if status == "completed":
             try:
                 self.run_eval(steps, "after")
-            except RewardErrorBudgetExceeded as err:  # no accuracy from an eval over the budget: summary says why
+            except (RewardErrorBudgetExceeded, ServiceDown) as err:  # no accuracy from such an eval: summary says why
                 status, stop_cause = "failed", err
         self.flush_metrics(10**9)
         self.metrics.close(), self.samples.close()
