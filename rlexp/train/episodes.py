@@ -42,9 +42,9 @@ class Episodes:
     turns: list[int]
     tool_calls: list[int]
     tool_errors: list[int]
-    tool_retries: list[int]  # a remote tool's retries (its service's faults ridden out)
     truncated: list[bool]  # ended by max_turns or the token budget
     conversations: list[list[dict[str, Any]]]
+    tool_retries: list[int] = dataclasses.field(default_factory=list)  # a remote tool's retries (faults ridden out)
 
     def stats(self) -> dict[str, float]:
         return {

@@ -364,6 +364,18 @@ VALIDATE = [
         2,
         "agent.tools[0].kwargs.timeout_s=-1",
     ),
+    _c(
+        "rlexp.validate agent=tools chat_template=chatml "
+        f"agent.tools=[{{name:http,kwargs:{{url:'http://127.0.0.1:1/',retries:-1}}}}] {RUN}",
+        2,
+        "agent.tools[0].kwargs.retries=-1: use a whole number >= 0",
+    ),
+    _c(
+        f"rlexp agent=tools chat_template=chatml agent.tools=[{{name:http,kwargs:{{url:'http://127.0.0.1:1/'}}}},"
+        f"{{name:http,kwargs:{{url:'http://127.0.0.1:2/'}}}}] {RUN}",
+        2,
+        "each tool may be offered once (an http tool: give each its own name)",
+    ),
     _c(f"rlexp.validate cost.price_per_chip_hour=-1 {RUN}", 2, "cost.price_per_chip_hour=-1.0"),
     _c(
         "rlexp.validate reward=http reward.functions.0.kwargs.url=http://127.0.0.1:{closed}/ "
