@@ -2,9 +2,10 @@
 
     python benchmarks/bench_random_kills.py [--kills 200] [--seed 0] [--workloads default,judge,tools,sweep,eval]
 
-The engine is tests/faults.py (the slow test tests/e2e/test_random_kills.py runs it with a fixed seed and >= 30
-kills): each workload's uninterrupted run once, timed; then chains, round-robin over the workloads, each killing
-its command (SIGKILL or SIGTERM) at a moment drawn from the seeded RNG over the command's measured duration,
+The engine is tests/faults.py (the slow test tests/e2e/test_random_kills.py runs it, one test a workload, with
+fixed seeds and >= 30 kills in all): each workload's uninterrupted run once, timed; then chains, round-robin over
+the workloads, each killing its command (SIGKILL or SIGTERM) at a moment drawn from the seeded RNG over the
+command's measured duration (a whole run's, once a chain's first attempt measured one),
 resuming it by the same command, killing it again, ... until it completes (at most --budget kills a chain). Prints
 every chain (its moments and whether it ended equal), then the kills and the equal resumes. A chain that ends
 different prints what differs; rerun with its seed to reproduce (the moments are the seed's; the phase each

@@ -32,9 +32,15 @@ def main(argv: list[str] | None = None) -> int:
     command = shlex.join(["rlexp", "export", *(sys.argv[1:] if argv is None else argv)])
 
     def run() -> int:
+        from pathlib import Path
+
         from rlexp.families.export import export
+        from rlexp.models.export import find_checkpoint
+        from rlexp.train.checkpoints import check_restorable
         from rlexp.train.evaluate import eval_sampling
 
+        _, root, step = find_checkpoint(Path(args.checkpoint).expanduser())
+        check_restorable(root, step, "export another step ({steps})")  # a lost or cut file, named before loading
         dest = export(args.checkpoint, args.out, adapter=args.adapter, sampling=eval_sampling, command=command)
         what = "adapter_model.safetensors (PEFT)" if args.adapter else "model.safetensors, config.json"
         log.info("wrote %s (%s, tokenizer, generation_config.json, README.md)", dest, what)

@@ -5,6 +5,7 @@ template can carry. Pure Python; the tools' names are checked against the regist
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from rlexp.config.schema import RlexpConfig
 from rlexp.errors import ConfigError
@@ -14,6 +15,13 @@ FORMATS = ("qwen", "gemma", "harmony")
 # the chat template whose turn markers each format's tool calls and results sit between; `plain` (no markers)
 # carries any of them as text
 FORMAT_TEMPLATE = {"qwen": "chatml", "gemma": "gemma", "harmony": "harmony"}
+
+
+def offered_name(tool: Any) -> str:
+    """The name the model calls a configured tool (an agent.tools entry) by: an `http` tool's kwargs `name` (a
+    service offered as, e.g., the calculator), else its registry name."""
+    renamed = tool.kwargs.get("name") if tool.name == "http" else None
+    return str(renamed) if renamed else str(tool.name)
 
 
 def tool_format(cfg: RlexpConfig) -> str:
@@ -46,9 +54,9 @@ def check_agent(cfg: RlexpConfig) -> None:
         return
     if not a.tools and cfg.env.kind not in ("class", "openenv"):  # the class's methods, the server's MCP tools
         raise ConfigError("agent.tools", [], "agent=tools needs at least one tool, e.g. [{name: calculator}]")
-    names = [tool.name for tool in a.tools]
+    names = [offered_name(tool) for tool in a.tools]
     if len(set(names)) != len(names):
-        raise ConfigError("agent.tools", names, "each tool may be offered once")
+        raise ConfigError("agent.tools", names, "each tool may be offered once (an http tool: give each its own name)")
     if a.tool_format != "auto" and a.tool_format not in FORMATS:
         raise ConfigError("agent.tool_format", a.tool_format, f"use auto or one of {', '.join(FORMATS)}")
     fmt = tool_format(cfg)

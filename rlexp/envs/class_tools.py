@@ -61,6 +61,7 @@ class ClassToolBox:
         self.counts: dict[str, list[int]] = {}
         self.last_error: dict[str, str] = {}
         self.errors = 0
+        self.retries = 0  # the class's tools reach no service of their own (ToolBox.retries)
         _ACTIVE = self
 
     def specs(self) -> list[dict[str, Any]]:
@@ -132,6 +133,10 @@ class ClassToolBox:
         with self._lock:
             out, self.counts = self.counts, {}
         return out
+
+    def service_error(self, what: str) -> RunError | None:
+        """None: a failing child is the class's fault, counted against agent.tool_error_budget (ToolBox's)."""
+        return None
 
     def over_budget(self, budget: float, what: str = "a training step") -> RunError | None:
         from rlexp.tools.toolbox import budget_error

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime
 import email.utils
+import http.client
 import json
 import math
 import os
@@ -27,7 +28,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
@@ -125,6 +128,67 @@ def next_wait(status: int, header: str | None, backoff: float, limit: float) -> 
     return max(backoff, asked), f"HTTP {status} (Retry-After {asked:g} s)"
 
 
+def opener_for(url: str) -> urllib.request.OpenerDirector:
+    """urllib's opener for `url`: a loopback service is reached directly, never through an HTTP(S)_PROXY."""
+    handlers = [urllib.request.ProxyHandler({})] if urlparse(url).hostname in _LOOPBACK else []
+    return urllib.request.build_opener(*handlers)
+
+
+@dataclass(frozen=True)
+class Retries:
+    """How a POST is tried (`post_json`): each attempt's timeout, the retries and their backoff's bounds."""
+
+    timeout_s: float
+    retries: int
+    backoff_s: float
+    max_backoff_s: float = 8.0
+    max_retry_after_s: float = 60.0
+
+
+class PostFailed(Exception):
+    """A POST that failed after `attempts` tries: `reason`; `transient` unless the service refused the request
+    itself (a 4xx other than 429), which no retry or later resume would change."""
+
+    def __init__(self, reason: str, attempts: int, transient: bool) -> None:
+        super().__init__(reason)
+        self.reason, self.attempts, self.transient = reason, attempts, transient
+
+
+def post_json(
+    opener: urllib.request.OpenerDirector,
+    url: str,
+    payload: Any,
+    headers: dict[str, str],
+    how: Retries,
+    count: Callable[[str], None] = lambda key: None,
+) -> bytes:
+    """The body answering a POST of `payload` (JSON) to `url`. A timeout, a connection error, a 429 or a 5xx
+    is retried `how.retries` times with exponential backoff (`next_wait`); `count` is told of each "requests"
+    and "retries". PostFailed when it still fails, at once on another 4xx or a Retry-After beyond the limit."""
+    body = json.dumps(payload).encode()
+    reason, wait, transient = "no attempt", 0.0, True
+    for attempt in range(how.retries + 1):
+        backoff = min(how.max_backoff_s, how.backoff_s * 2**attempt)  # before the next attempt
+        if attempt:
+            count("retries")
+            time.sleep(wait)
+        count("requests")
+        wait = backoff
+        try:
+            with opener.open(urllib.request.Request(url, body, headers), timeout=how.timeout_s) as resp:
+                return resp.read()
+        except urllib.error.HTTPError as err:
+            reason = f"HTTP {err.code} {err.reason}"
+            if err.code not in _RETRYABLE:
+                raise PostFailed(reason, attempt + 1, transient=False) from None  # the request is wrong
+            wait, why = next_wait(err.code, err.headers.get("Retry-After"), backoff, how.max_retry_after_s)
+            if wait is None:
+                raise PostFailed(why, attempt + 1, transient=True) from None
+        except (urllib.error.URLError, TimeoutError, ConnectionError, OSError, http.client.HTTPException) as err:
+            reason = str(getattr(err, "reason", None) or err) or type(err).__name__
+    raise PostFailed(reason, how.retries + 1, transient)
+
+
 def _check_seconds(key: str, **seconds: Any) -> None:
     """The waits are finite numbers of seconds; a negative `timeout_s` would be urllib's traceback mid-run."""
     for name, value in seconds.items():
@@ -148,8 +212,7 @@ def probe(key: str, kw: dict[str, Any]) -> None:
     env = kw.get("auth_env")
     if env and env in os.environ:
         headers[str(kw.get("auth_header", "Authorization"))] = f"{kw.get('auth_scheme', 'Bearer')} {os.environ[env]}"
-    handlers = [urllib.request.ProxyHandler({})] if urlparse(url).hostname in _LOOPBACK else []
-    opener = urllib.request.build_opener(*handlers)
+    opener = opener_for(url)
     reason = "no attempt"
     for _ in range(tries):
         try:
@@ -188,52 +251,31 @@ def http_reward(
                    max_retry_after_s=max_retry_after_s)  # fmt: skip
     if max_concurrency < 1 or batch_size < 1 or retries < 0:
         raise ConfigError("reward.functions[].kwargs", "http", "max_concurrency, batch_size >= 1 and retries >= 0")
-    handlers = [urllib.request.ProxyHandler({})] if urlparse(url).hostname in _LOOPBACK else []
-    opener = urllib.request.build_opener(*handlers)
+    opener = opener_for(url)
     counters = _Counters()
     executor = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="rlexp-http-reward")
 
     def post(items: list[dict[str, Any]]) -> list[float]:
-        body = json.dumps({"items": items}).encode()
         headers = {"Content-Type": "application/json"}
         if auth_env:
             headers[auth_header] = f"{auth_scheme} {os.environ[auth_env]}".strip()
-        reason, wait = "no attempt", None
-        for attempt in range(retries + 1):
-            backoff = min(max_backoff_s, backoff_s * 2**attempt)  # before the next attempt
-            if attempt:
-                counters.add("retries")
-                time.sleep(wait)
-            counters.add("requests")
-            wait = backoff
-            try:
-                with opener.open(urllib.request.Request(url, body, headers), timeout=timeout_s) as resp:
-                    raw = resp.read()
-            except urllib.error.HTTPError as err:
-                reason = f"HTTP {err.code} {err.reason}"
-                if err.code in _RETRYABLE:
-                    wait, why = next_wait(err.code, err.headers.get("Retry-After"), backoff, max_retry_after_s)
-                    if wait is None:
-                        reason = why
-                        break
-                    continue
-                break  # 4xx: the request is wrong, repeating it will not help
-            except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as err:
-                reason = str(getattr(err, "reason", None) or err) or type(err).__name__
-                continue
-            try:
-                values = _floats(json.loads(raw), len(items))
-            except ValueError:
-                values = None
-            if values is None:
-                counters.add("invalid_responses")
-                http.last_error = f"POST {url}: answer is not {{'rewards': [numbers]}}"  # type: ignore[attr-defined]
-                return [math.nan] * len(items)
-            return values
-        counters.add("failed_batches")
-        # the cause, for the preflight and the training error budget (rlexp.rewards.compose reads it)
-        http.last_error = f"POST {url} failed after {attempt + 1} attempt(s): {reason}"  # type: ignore[attr-defined]
-        return [math.nan] * len(items)
+        try:
+            raw = post_json(opener, url, {"items": items}, headers, Retries(timeout_s, retries, backoff_s,
+                            max_backoff_s, max_retry_after_s), counters.add)  # fmt: skip
+        except PostFailed as err:
+            counters.add("failed_batches")
+            # the cause, for the preflight and the training error budget (rlexp.rewards.compose reads it)
+            http.last_error = f"POST {url} failed after {err.attempts} attempt(s): {err.reason}"  # type: ignore[attr-defined]
+            return [math.nan] * len(items)
+        try:
+            values = _floats(json.loads(raw), len(items))
+        except ValueError:
+            values = None
+        if values is None:
+            counters.add("invalid_responses")
+            http.last_error = f"POST {url}: answer is not {{'rewards': [numbers]}}"  # type: ignore[attr-defined]
+            return [math.nan] * len(items)
+        return values
 
     def http(prompts: Any, completions: Any, answer: Any = None, **fields: Any) -> list[float]:
         n = len(completions)

@@ -1,5 +1,6 @@
 """Builtin tools: `calculator` (arithmetic expressions), `add` (sum of numbers), `python` (code run in the reward
-sandbox: no network, limits, a timeout) and `http` (a user's endpoint, token from an environment variable)."""
+sandbox: no network, limits, a timeout) and `http` (a user's endpoint, token from an environment variable; retried,
+then ToolUnavailable; offered to the model under its kwargs `name`, e.g. a service that is the calculator)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,10 @@ import ast
 import json
 import operator
 import os
-import urllib.request
 from typing import Any
 
 from rlexp.errors import ConfigError
-from rlexp.tools.registry import register
+from rlexp.tools.registry import ToolUnavailable, count_retry, register
 
 _BIN = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
 _BIN |= {ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
@@ -99,10 +99,22 @@ def python(arguments: dict[str, Any], sandbox: str = "bwrap", timeout_s: float =
 def _check_http(kwargs: dict[str, Any], key: str) -> None:
     if not str(kwargs.get("url", "")).startswith(("http://", "https://")):
         raise ConfigError(f"{key}.url", kwargs.get("url"), "set the tool's endpoint, http:// or https://")
-    unknown = set(kwargs) - {"url", "token_env", "timeout_s", "name"}
+    unknown = set(kwargs) - {"url", "token_env", "timeout_s", "retries", "backoff_s", "name", "description"}
     if unknown:
-        raise ConfigError(f"{key}.{sorted(unknown)[0]}", kwargs[sorted(unknown)[0]], "use url, token_env, timeout_s")
+        raise ConfigError(
+            f"{key}.{sorted(unknown)[0]}",
+            kwargs[sorted(unknown)[0]],
+            "use url, token_env, timeout_s, retries, backoff_s, name, description",
+        )
     _positive(kwargs, key, "timeout_s")
+    retries, backoff = kwargs.get("retries", 0), kwargs.get("backoff_s", 0)
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise ConfigError(f"{key}.retries", retries, "use a whole number >= 0")
+    if isinstance(backoff, bool) or not isinstance(backoff, int | float) or not 0 <= backoff < float("inf"):
+        raise ConfigError(f"{key}.backoff_s", backoff, "use a number of seconds >= 0")
+    for name in ("name", "description"):
+        if name in kwargs and not (isinstance(kwargs[name], str) and kwargs[name].strip()):
+            raise ConfigError(f"{key}.{name}", kwargs[name], "use a non-empty string")
     env = kwargs.get("token_env")
     if env and env not in os.environ:
         raise ConfigError(f"{key}.token_env", env, "export this environment variable with the service's bearer token")
@@ -121,18 +133,41 @@ def _positive(kwargs: dict[str, Any], key: str, *names: str) -> None:
     "Ask a web service: POST the arguments as JSON, get text back",
     {"type": "object"},
     check=_check_http,
+    remote=True,
 )
-def http(arguments: dict[str, Any], url: str, token_env: str | None = None, timeout_s: float = 5.0, **_: Any) -> str:
-    """POST {"arguments": ...}; the answer's "result" (or its body). The bearer token is read from the
-    environment variable `token_env` at call time, never stored or logged."""
+def http(
+    arguments: dict[str, Any],
+    url: str,
+    token_env: str | None = None,
+    timeout_s: float = 5.0,
+    retries: int = 2,
+    backoff_s: float = 0.5,
+    **_: Any,  # name, description: how the tool is offered (rlexp.tools.toolbox.offer)
+) -> Any:
+    """POST {"arguments": ...}; the answer's "result" (or its body). A timeout, a refused connection, a 429 or a
+    5xx is retried `retries` times (backoff from `backoff_s`, each retry counted); still failing, the service is
+    ToolUnavailable. Another 4xx is this call's error. The bearer token is read from the environment variable
+    `token_env` at call time, never stored or logged."""
+    from rlexp.rewards.http_reward import PostFailed, Retries, opener_for, post_json
+
     headers = {"Content-Type": "application/json"}
     if token_env and os.environ.get(token_env):
         headers["Authorization"] = f"Bearer {os.environ[token_env]}"
-    request = urllib.request.Request(url, json.dumps({"arguments": arguments}).encode(), headers, method="POST")
-    with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310 - the user's own endpoint
-        body = response.read(1 << 16).decode(errors="replace")
+    how = Retries(timeout_s, retries, backoff_s)
+    try:
+        raw = post_json(opener_for(url), url, {"arguments": arguments}, headers, how, _count)
+    except PostFailed as err:
+        if err.transient:
+            raise ToolUnavailable(f"POST {url} failed after {err.attempts} attempt(s): {err.reason}") from None
+        raise RuntimeError(err.reason) from None  # the model's observation: the service's answer, not its URL
+    body = raw[: 1 << 16].decode(errors="replace")
     try:
         payload = json.loads(body)
     except json.JSONDecodeError:
         return body
     return payload.get("result", body) if isinstance(payload, dict) else body
+
+
+def _count(key: str) -> None:
+    if key == "retries":
+        count_retry()

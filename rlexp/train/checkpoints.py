@@ -142,6 +142,19 @@ def damage(step_dir: Path) -> str | None:
     return None
 
 
+def check_restorable(root: Path, step: int, other_step: str) -> None:
+    """A checkpoint step that lost a file or holds a cut one, named in one RunError line before any weights load
+    (orbax's own error, later, says less); `other_step`: the command's fix when other steps were saved (`{steps}`
+    lists them: `rlexp eval` and `rlexp export` each name their own)."""
+    from rlexp.models.export import saved_steps
+
+    why = damage(root / str(step))
+    if why is not None:
+        others = ", ".join(str(s) for s in saved_steps(root) if s != step)
+        fix = other_step.format(steps=others) if others else "retrain, or restore the checkpoint from a copy"
+        raise RunError(f"checkpoint={root / str(step)}: cannot be restored ({why}); {fix}")
+
+
 def newest_step(run_dir: str) -> int:
     """The step of the newest checkpoint in `run_dir` (local or gs://), 0 when there is none."""
     names = (d.rstrip("/").rsplit("/", 1)[-1] for d in storage.list_dirs(storage.join(run_dir, "checkpoints/actor")))

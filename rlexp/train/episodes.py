@@ -46,12 +46,14 @@ class Episodes:
     tool_errors: list[int]
     truncated: list[bool]  # ended by max_turns or the token budget
     conversations: list[list[dict[str, Any]]]
+    tool_retries: list[int] = dataclasses.field(default_factory=list)  # a remote tool's retries (faults ridden out)
 
     def stats(self) -> dict[str, float]:
         return {
             "agent/turns_mean": float(np.mean(self.turns)),
             "agent/tool_calls_mean": float(np.mean(self.tool_calls)),
             "agent/tool_errors": float(np.sum(self.tool_errors)),
+            "agent/tool_retries": float(np.sum(self.tool_retries)),
             "agent/episodes_truncated": float(np.mean(self.truncated)),
         }
 
@@ -69,7 +71,17 @@ class Episodes:
 
 def merged_stats(parts: list[Episodes]) -> dict[str, float]:
     """`Episodes.stats` over several batches of episodes, as one."""
-    lists = ("final", "tokens", "mask", "turns", "tool_calls", "tool_errors", "truncated", "conversations")
+    lists = (
+        "final",
+        "tokens",
+        "mask",
+        "turns",
+        "tool_calls",
+        "tool_errors",
+        "tool_retries",
+        "truncated",
+        "conversations",
+    )
     return Episodes(**{k: [x for p in parts for x in getattr(p, k)] for k in lists}, prompt_tokens=None).stats()
 
 
@@ -92,9 +104,10 @@ class EpisodeRunner:
         self.failure: Exception | None = None  # a tool over agent.tool_error_budget (`check_tools`)
 
     def check_tools(self) -> None:
-        """After a training step's episodes: a tool over `agent.tool_error_budget` (or env=openenv's server gone)
-        sets `failure`, which the session's metric_fn hands to the step hook (the run stops there, with a
-        checkpoint)."""
+        """After a training step's episodes: a tool's service that did not answer, a tool over
+        `agent.tool_error_budget` or env=openenv's server gone
+        sets `failure`, which the session's metric_fn hands to the step hook (the run stops there, before
+        training on the step, with the last finished step's checkpoint)."""
         self.failure = self.failure or self.explain("a training step")
 
     def explain(self, what: str) -> Exception | None:
@@ -118,7 +131,7 @@ class EpisodeRunner:
         top-up prompt whose completion is dropped (env=openenv resets each episode to its row's task)."""
         n = len(prompts)
         texts, tokens, masks = [""] * n, [[] for _ in range(n)], [[] for _ in range(n)]
-        final, turns, calls, errors = [""] * n, [0] * n, [0] * n, [0] * n
+        final, turns, calls, errors, retries = [""] * n, [0] * n, [0] * n, [0] * n, [0] * n
         truncated, active = [False] * n, [True] * n
         convs: list[list[dict[str, Any]]] = [[] for _ in range(n)]
         prompt_tokens = None
@@ -140,7 +153,9 @@ class EpisodeRunner:
             if prompt_tokens is None:
                 prompt_tokens = np.asarray(out.left_padded_prompt_tokens)
             for i in live:
+                before = self.tools.retries  # the episode's calls run one after another, here
                 t = self._step(i, out.text[i], list(out.tokens[i]), texts, tokens, masks, final, convs)
+                retries[i] += self.tools.retries - before
                 turns[i] += 1
                 calls[i] += len(t.get("tool_calls", []))
                 errors[i] += t.pop("errors", 0)
@@ -162,6 +177,7 @@ class EpisodeRunner:
             turns=turns,
             tool_calls=calls,
             tool_errors=errors,
+            tool_retries=retries,
             truncated=truncated,
             conversations=convs,
         )

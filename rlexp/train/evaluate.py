@@ -183,6 +183,10 @@ def evaluate(
         if episodes is not None:  # the sampled episodes' turns and tool use (agent/* of training, at eval)
             from rlexp.train.episodes import merged_stats
 
+            down = episodes.tools.service_error("an eval")  # no eval made of a dead service's errors
+            if down is not None:
+                raise down
+
             result.update({k.replace("agent/", "agent_"): v for k, v in merged_stats(parts).items()})
         result.update(scorer.check_errors())
         return result

@@ -25,7 +25,7 @@ from rlexp.checks import check_rules
 from rlexp.config.load import compose, to_config
 from rlexp.config.schema import GROUP_SCHEMAS, RlexpConfig
 from rlexp.config.values import eval_ks
-from rlexp.errors import ConfigError, RlexpError, RunError
+from rlexp.errors import ConfigError, RlexpError
 
 log = logging.getLogger(__name__)
 _ROOT_KEYS = {f.name for f in fields(RlexpConfig)} - set(GROUP_SCHEMAS)  # seed, run_name, ...
@@ -139,16 +139,10 @@ def _other_step(root: Path) -> str:
 
 
 def check_restorable(root: Path, step: int) -> None:
-    """A checkpoint step that lost a file or holds a cut one, named before any weights load (orbax's own error,
-    later, would say less); the fix names the other saved steps."""
-    from rlexp.models.export import saved_steps
-    from rlexp.train.checkpoints import damage
+    """A damaged checkpoint step named before any weights load; the fix names the other saved steps."""
+    from rlexp.train.checkpoints import check_restorable as check
 
-    why = damage(root / str(step))
-    if why is not None:
-        others = ", ".join(str(s) for s in saved_steps(root) if s != step)
-        fix = _other_step(root).format(steps=others) if others else "retrain, or restore the checkpoint from a copy"
-        raise RunError(f"checkpoint={root / str(step)}: cannot be restored ({why}); {fix}")
+    check(root, step, _other_step(root))
 
 
 def output_path(out: str | None, run_dir: Path | None, hf_dir: Path | None, name: str) -> str:

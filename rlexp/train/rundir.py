@@ -90,6 +90,17 @@ def truncate_jsonl(path: str, max_step: int) -> set[int]:
     return {r.get("step", 0) for r in records}
 
 
+def pop_row(path: str, step: int) -> dict[str, Any]:
+    """Remove `step`'s records from a JSONL file; their fields (less `step`) as one row."""
+    records = storage.read_jsonl(path)
+    storage.write_text(path, "".join(json.dumps(r) + "\n" for r in records if r.get("step", 0) != step))
+    row: dict[str, Any] = {}
+    for r in records:
+        if r.get("step", 0) == step:
+            row.update({k: v for k, v in r.items() if k != "step"})
+    return row
+
+
 def versions() -> dict[str, str]:
     out = {}
     for pkg in PACKAGES:

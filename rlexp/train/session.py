@@ -44,6 +44,7 @@ from rlexp.errors import ConfigError, RlexpError, RunError
 from rlexp.estimates.flops import step_rates
 from rlexp.rewards.compose import RewardErrorBudgetExceeded, build_rewards
 from rlexp.rewards.registry import probe_services
+from rlexp.tools.toolbox import ServiceDown
 from rlexp.tracking.process import DEFAULT_FACTORY, TrackerProcess
 from rlexp.train import heap, rundir
 from rlexp.train.batches import batches, cycle_batches, train_batches
@@ -298,7 +299,7 @@ class TrainingSession:
                 result = evaluate(
                     self.cluster, self.eval_rows, self.conf, rollout_config, self.scorer, episodes=self.episodes
                 )
-            except RewardErrorBudgetExceeded as err:
+            except (RewardErrorBudgetExceeded, ServiceDown) as err:  # too many reward errors, a tool's dead service
                 if not in_actor_update:
                     raise
                 # the step hook stops the run with a restorable checkpoint; the first cause found is the one said
@@ -424,6 +425,11 @@ class TrainingSession:
         self.clock.time_close(self.cluster)
         self.profile = install_profiler(self.cluster.actor_trainer, self.conf, self.run_dir)  # profile.steps
         written: set[int] = set()  # the steps metrics.jsonl holds
+        if start_step and storage.exists(self.path("evals.json")):
+            self.evals = storage.read_json(self.path("evals.json"))
+        # a mid-run eval due at the checkpoint's step that the last run did not finish (a run stopped by a dead
+        # service in the next step): run again below, before training resumes
+        eval_due = 0 < start_step < t.max_steps and start_step % t.eval_every == 0 and str(start_step) not in self.evals
         if self.primary:
             # steps after the checkpoint are redone: drop what an interrupted run wrote of them. Without a
             # checkpoint (a job killed before its first one, rerun by a sweep resume) everything is redone,
@@ -434,20 +440,20 @@ class TrainingSession:
                     written = kept if name == "metrics.jsonl" else written
         if start_step:
             self._restore_state()
-            if storage.exists(self.path("evals.json")):
-                self.evals = storage.read_json(self.path("evals.json"))
             log.info("rlexp: resuming %s from step %d", self.run_dir, start_step)
             if self.primary and (
                 back := put_back_rows(self.cluster.actor_trainer, self.collector, written, self.evals, n)
             ):
                 log.info("rlexp: rows of steps %s restored from checkpoint %d", ", ".join(map(str, back)), start_step)
+        if self.primary and eval_due and start_step in written:  # its row, written without the eval, takes it in
+            self.collector.add(start_step, rundir.pop_row(self.path("metrics.jsonl"), start_step))
         sink = rundir.JsonlSink if self.primary else rundir.NullSink
         self.metrics = sink(self.path("metrics.jsonl"))
         self.samples = sink(self.path("samples.jsonl"))
         if "before" not in self.evals:
             self._warn_if_cut(self.run_eval(0, "before"))
             self.flush_metrics(0)
-        if 0 < start_step < t.max_steps and start_step % t.eval_every == 0 and str(start_step) not in self.evals:
+        if eval_due:
             self.run_eval(start_step)  # due at the checkpoint's step: the last run stopped before it ended
         heap.resume(collecting)
         status, stop_cause = "completed", None
@@ -472,7 +478,7 @@ class TrainingSession:
         if status == "completed":
             try:
                 self.run_eval(steps, "after")
-            except RewardErrorBudgetExceeded as err:  # no accuracy from an eval over the budget: summary says why
+            except (RewardErrorBudgetExceeded, ServiceDown) as err:  # no accuracy from such an eval: summary says why
                 status, stop_cause = "failed", err
         self.flush_metrics(10**9)
         self.metrics.close(), self.samples.close()

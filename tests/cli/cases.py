@@ -20,6 +20,7 @@ class Case:
     run_dir: bool = False  # hash {run} before and after: a refused command leaves it as it was
     check: str | None = None  # an extra assertion of the test module, by name
     env: tuple[tuple[str, str], ...] = ()  # environment variables the command runs with (RLEXP_IMAGE=...)
+    fix: str | None = None  # the error line holds this too: the fix it names
 
 
 def _c(cmd: str, code: int, says: str, **kw: object) -> Case:
@@ -394,6 +395,18 @@ VALIDATE = [
         2,
         "agent.tools[0].kwargs.timeout_s=-1",
     ),
+    _c(
+        "rlexp.validate agent=tools chat_template=chatml "
+        f"agent.tools=[{{name:http,kwargs:{{url:'http://127.0.0.1:1/',retries:-1}}}}] {RUN}",
+        2,
+        "agent.tools[0].kwargs.retries=-1: use a whole number >= 0",
+    ),
+    _c(
+        f"rlexp agent=tools chat_template=chatml agent.tools=[{{name:http,kwargs:{{url:'http://127.0.0.1:1/'}}}},"
+        f"{{name:http,kwargs:{{url:'http://127.0.0.1:2/'}}}}] {RUN}",
+        2,
+        "each tool may be offered once (an http tool: give each its own name)",
+    ),
     _c(f"rlexp.validate cost.price_per_chip_hour=-1 {RUN}", 2, "cost.price_per_chip_hour=-1.0"),
     _c(
         "rlexp.validate reward=http reward.functions.0.kwargs.url=http://127.0.0.1:{closed}/ "
@@ -505,6 +518,24 @@ RUN_DIR = [
     _c("rlexp.jobs status {run}", 2, "no launcher.json", run_dir=True),
     _c("rlexp.eval {damaged}", 1, "checkpoints/actor/3: cannot be restored ("),
     _c("rlexp.eval {damaged}/../bad_config", 1, "bad_config/.hydra/config.yaml: not the config of an rlexp run"),
+    # the newest checkpoint damaged, an older one whole: the fix names the older step, and nothing is changed
+    *(
+        _c(
+            f"rlexp.eval {{stale}}/{how}",
+            1,
+            f"{{stale}}/{how}/checkpoints/actor/4: cannot be restored (",
+            run_dir=True,
+            fix=f"evaluate another step: rlexp eval {{stale}}/{how} <step> (saved: 2)",
+        )  # fmt: skip
+        for how in ("cut", "lost")
+    ),
+    _c(
+        "rlexp.export {stale}/lost --out {tmp}/hf",
+        1,
+        "{stale}/lost/checkpoints/actor/4: cannot be restored (model_params/",
+        run_dir=True,
+        fix="export another step (2)",
+    ),  # fmt: skip
 ]
 
 CASES = [*RLEXP, *VALIDATE, *REPORT, *EXPORT, *JOBS, *SERVE, *TOOLS]

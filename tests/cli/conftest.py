@@ -130,3 +130,23 @@ def damaged_run(trained_run: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     shutil.copytree(trained_run, bad_config)
     (bad_config / ".hydra" / "config.yaml").write_text("model: [unclosed\n")
     return run
+
+
+@pytest.fixture(scope="session")
+def stale_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two copies of a 4-step run that kept checkpoints 2 and 4, the newest damaged while the older is whole:
+    `cut` (step 4's largest data file lost its end) and `lost` (a file of step 4 is gone)."""
+    root = tmp_path_factory.mktemp("stale")
+    run = root / "cut"
+    every = ["trainer.max_steps=4", "trainer.eval_every=2", "trainer.checkpoint_every=2"]
+    run_rlexp(*TRAIN, *every, f"hydra.run.dir={run}", cwd=root, check=True)
+    actor = run / "checkpoints" / "actor"
+    assert sorted(p.name for p in actor.iterdir() if p.name.isdigit()) == ["2", "4"]
+    shutil.copytree(run, root / "lost")
+    data = max((actor / "4" / "model_params").rglob("d/*"), key=lambda p: p.stat().st_size)
+    data.write_bytes(data.read_bytes()[:200])
+    gone = max(
+        (root / "lost" / "checkpoints" / "actor" / "4" / "model_params").rglob("d/*"), key=lambda p: p.stat().st_size
+    )
+    gone.unlink()
+    return root

@@ -39,6 +39,7 @@ def _places(request: pytest.FixtureRequest, case: Case, tmp: Path) -> dict[str, 
         ("closed", "closed_port"),
         ("run", "trained_run"),
         ("damaged", "damaged_run"),
+        ("stale", "stale_run"),
     ):
         if "{" + name + "}" in text:  # build only what the case needs (the trained run takes ~20 s)
             places[name] = str(request.getfixturevalue(fixture))
@@ -73,6 +74,7 @@ def check(case: Case, proc: subprocess.CompletedProcess, places: dict[str, str])
     assert SECRET not in proc.stderr + proc.stdout, "a key given on the command line was printed"
     assert len(lines) == 1 and lines[0].startswith("rlexp: error: "), proc.stderr[-3000:]
     assert _fill(case.says, places) in lines[0], lines[0]
+    assert case.fix is None or _fill(case.fix, places) in lines[0], lines[0]
     assert proc.returncode == case.code, (proc.returncode, lines[0])
     if case.check:
         CHECKS[case.check](Path(places["tmp"]))
@@ -148,7 +150,7 @@ def test_bad_input_is_one_line(case: Case, outcomes: dict) -> None:
 @pytest.mark.parametrize("case", SLOW_CASES, ids=_id)
 def test_refused_command_leaves_the_run_dir(case: Case, request: pytest.FixtureRequest, tmp_path: Path) -> None:
     places = _places(request, case, tmp_path)
-    run_dir = Path(places["run"]) if case.run_dir else None
+    run_dir = Path(places["stale" if "stale" in places else "run"]) if case.run_dir else None
     before = tree_hash(run_dir) if run_dir else None
     check(case, _run(_command(case, places), tmp_path, case.env), places)
     if run_dir is not None:

@@ -1,8 +1,9 @@
-"""A dependency that dies mid-run, through the user's command: a judge (`reward=judge`) and a reward service
-(`reward=http`) on loopback that turn after N requests to 5xx bursts, answers slower than the timeout, or a closed
-port (tests/switch_server.py). The run either rides it out within its retry budget, and its metrics say so
-(`rewards/<name>/judge_retries`, `rewards/<name>/retries`), or stops in one line with a restorable checkpoint
-and, once the server is back, the same command resumes it; never a completed run with numbers made of errors.
+"""A dependency that dies mid-run, through the user's command: a judge (`reward=judge`), a reward service
+(`reward=http`) and the tool demo's calculator served by an `http` tool, on loopback, that turn after N requests
+to 5xx bursts, answers slower than the timeout, or a closed port (tests/switch_server.py). The run either rides it
+out within its retry budget, and its metrics say so (`rewards/<name>/judge_retries`, `rewards/<name>/retries`,
+`agent/tool_retries`), or stops in one line with a restorable checkpoint and, once the server is back, the same
+command resumes it; never a completed run with numbers made of errors.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.faults import compare_runs, run_state
 from tests.helpers import run_rlexp
 from tests.switch_server import SwitchServer
 
@@ -33,12 +35,15 @@ def _run(over: list[str], run: Path):  # noqa: ANN202
     return run_rlexp(*over, *TINY, f"hydra.run.dir={run}", env=env, timeout=600)
 
 
-def _stops_then_resumes(server: SwitchServer, over: list[str], run: Path, key: str) -> list[dict]:
-    """The run stops in one line (exit 1) with a checkpoint; healed, the same command completes it."""
+def _stops_then_resumes(
+    server: SwitchServer, over: list[str], run: Path, key: str | None, says: str = "reward.max_error_ratio"
+) -> list[dict]:
+    """The run stops in one line (exit 1) that `says` why, with a checkpoint; healed, the same command completes
+    it, and no training row of reward `key` (None: no reward's) holds an errored value."""
     stopped = _run(over, run)
     errors = [ln for ln in stopped.stderr.splitlines() if ln.startswith("rlexp: error:")]
     assert stopped.returncode == 1 and len(errors) == 1, stopped.stderr[-3000:]
-    assert "reward.max_error_ratio" in errors[0] and "Traceback" not in stopped.stderr, errors
+    assert says in errors[0] and "Traceback" not in stopped.stderr, errors
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "failed"
     saved = [p.name for p in (run / "checkpoints" / "actor").iterdir() if p.name.isdigit()]
@@ -52,7 +57,7 @@ def _stops_then_resumes(server: SwitchServer, over: list[str], run: Path, key: s
     evals = [r["step"] for r in rows if "eval/pass_at_1" in r]
     assert evals[:4] == [0, 2, 4, 6] and len(evals) <= 5, evals  # before, every 2 steps, after (maybe merged)
     train = [r for r in rows if f"rewards/{key}/errors" in r]
-    assert len(train) == 6 and all(r[f"rewards/{key}/errors"] == 0 for r in train), "numbers made of errors"
+    assert key is None or len(train) == 6 and all(r[f"rewards/{key}/errors"] == 0 for r in train), "made of errors"
     assert json.loads((run / "summary.json").read_text())["status"] == "completed"
     return rows
 
@@ -105,3 +110,45 @@ def test_a_reward_service_answering_5xx_bursts_is_ridden_out_with_retries_in_met
     train = [r for r in _rows(tmp_path / "run") if "rewards/remote/retries" in r]
     assert sum(r["rewards/remote/retries"] for r in train) == 2 == server.refused
     assert all(r["rewards/remote/errors"] == 0 and r["rewards/remote/failed_batches"] == 0 for r in train)
+
+
+def _calculator_service(server: SwitchServer) -> list[str]:
+    """The tool demo with its calculator served over http (an `http` tool offered to the model as `calculator`)."""
+    tool = f"{{name: http, kwargs: {{url: '{server.url()}', name: calculator, retries: 2, backoff_s: 0.01}}}}"
+    return ["experiment=tools_demo", f"agent.tools=[{tool}]"]
+
+
+def _without_retries(run: Path) -> dict:
+    """run_state less `agent/tool_retries` (the faults ridden out are all that may differ from a healthy run)."""
+    state = run_state(run)
+    state["rows"] = [{k: v for k, v in r.items() if "tool_retries" not in k} for r in state["rows"]]
+    state["evals"] = {k: {m: v for m, v in e.items() if "tool_retries" not in m} for k, e in state["evals"].items()}
+    state["summary_eval"] = {k: {m: v for m, v in e.items() if "tool_retries" not in m}
+                             for k, e in state["summary_eval"].items()}  # fmt: skip
+    return state
+
+
+def test_an_http_tool_rides_out_a_5xx_burst_then_stops_on_an_outage_and_resumes_to_a_healthy_runs_numbers(
+    tmp_path: Path,
+) -> None:
+    """The demo's calculator as a service (8 episodes a step, 3 to 8 calls each step and eval): requests 1-3 are
+    the eval before training, 4-7 step 1's rollout, where the 6th and 7th get a 503 (the burst, ridden out by the
+    tool's retries); the port closes after request 18, inside step 3's rollout (16-23 with the two retries), after
+    step 2's checkpoint. Healed, the same command completes, equal bit for bit (metrics, evals, checkpoints) to a
+    run whose service never failed: no episode trained on a dead service's errors."""
+    healthy = SwitchServer(after=10**9, then="down")
+    try:
+        assert _run(_calculator_service(healthy), tmp_path / "healthy").returncode == 0
+    finally:
+        healthy.close()
+    server = SwitchServer(after=5, then="5xx", burst=2, down_after=18)
+    try:
+        says = "agent.tools' calculator entry: its service did not answer in a training step"
+        rows = _stops_then_resumes(server, _calculator_service(server), tmp_path / "run", None, says)
+    finally:
+        server.close()
+    assert [r["agent/tool_retries"] for r in rows if "agent/tool_retries" in r] == [2, 0, 0, 0, 0, 0] == [
+        server.refused, 0, 0, 0, 0, 0]  # fmt: skip
+    assert sum(r["agent/tool_calls_mean"] for r in rows if "agent/tool_calls_mean" in r) > 0
+    problems = compare_runs(tmp_path / "run", tmp_path / "healthy", _without_retries)
+    assert not problems, problems

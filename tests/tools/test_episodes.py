@@ -73,7 +73,7 @@ def test_a_tool_call_then_an_answer_masks_exactly_the_environment_text(tokenizer
     first = len(expected) - 3  # the call, its end token and the results
     assert calls[1][1].max_prompt_length == 32 + -(-first // 16) * 16 and calls[1][1].eos_tokens == [2]
     assert ep.stats() == {"agent/turns_mean": 2.0, "agent/tool_calls_mean": 1.0, "agent/tool_errors": 0.0,
-                          "agent/episodes_truncated": 0.0}  # fmt: skip
+                          "agent/tool_retries": 0.0, "agent/episodes_truncated": 0.0}  # fmt: skip
 
 
 def test_max_turns_truncates_and_drops_the_last_results(tokenizer) -> None:  # noqa: ANN001
