@@ -22,20 +22,18 @@ import jax
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from rlexp import log_setup, perf, storage
+from rlexp import log_setup, storage
 from rlexp import tunix as tunix_seam
 from rlexp.algorithms import off_policy
 from rlexp.algorithms.registry import algorithm_of, reference_copy
 from rlexp.config.schema import RlexpConfig
 from rlexp.config.validate import check_steps
-from rlexp.config.values import eval_metric_names
 from rlexp.data.templates import check_turn_markers, render_splits
 from rlexp.envs import (
     adaptive_weights,
     check_tasks_kept,
     load_rows,
     task_metrics,
-    task_summary,
     toolbox,
     tools_prompt,
 )
@@ -52,6 +50,7 @@ from rlexp.train.checkpoint_rows import carried, carry_rows, put_back_rows
 from rlexp.train.checkpoints import record_files, restorable
 from rlexp.train.collectives import settle
 from rlexp.train.metrics import MetricsCollector, group_stats, rlexp_metric_key, to_json_line
+from rlexp.train.run_summary import build_summary, print_summary
 from rlexp.train.stepclock import EVAL, STEP, StepClock
 
 if TYPE_CHECKING:
@@ -482,7 +481,7 @@ class TrainingSession:
                 status, stop_cause = "failed", err
         self.flush_metrics(10**9)
         self.metrics.close(), self.samples.close()
-        summary = self._summary(status, steps, time.perf_counter() - started)
+        summary = build_summary(self, status, steps, time.perf_counter() - started)
         if self.primary:
             record_files(self.run_dir)  # the last steps, committed once the learner closed its checkpointer
             storage.write_json(self.path("summary.json"), summary)
@@ -490,7 +489,7 @@ class TrainingSession:
         self.rewards.close()
         if self.episodes is not None:
             self.episodes.tools.close()
-        self._print_summary(summary)
+        print_summary(summary, self.run_dir)
         if stop_cause is not None:
             raise stop_cause
         if status == "interrupted" and steps == 0:  # nothing to resume from: say so
@@ -500,73 +499,3 @@ class TrainingSession:
                 f"{self.run_dir}: interrupted at step {steps}, checkpoint saved; rerun the same command to resume"
             )
         return summary
-
-    def _summary(self, status: str, steps: int, wall: float) -> dict[str, Any]:
-        from hydra.core.hydra_config import HydraConfig
-
-        from rlexp.estimates.cost import actual_cost
-
-        overrides = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
-        summary = {
-            "run_name": self.conf.run_name,
-            "status": status,
-            "objective": {"name": self.conf.objective, "value": None},
-            "eval": {k: v for k, v in self.evals.items() if k in ("before", "after")},
-            "train": {
-                "steps": steps,
-                "max_steps": self.conf.trainer.max_steps,
-                "wall_seconds": round(wall, 2),
-                "processes": jax.process_count(),
-            },
-            "data": {
-                "train_rows": len(self.train_rows),
-                "eval_rows": len(self.eval_rows),
-                "skipped": self.data_skipped,
-            },
-            # estimate and actual chip-hours side by side, and the judge tokens the rewards counted
-            # the plan's estimate (made before the run) beside what the run used
-            "cost": {
-                "estimate": self.plan.cost,
-                "actual": actual_cost(self.conf, wall, _judge_tokens(getattr(self, "rewards", None))),
-            },
-            # profile.steps: the trace's folder, once a trace was written (a run stopped before the window has none)
-            "profile": self.profile if self.profile and storage.exists(self.profile) else None,
-            "perf": perf.summary(self.classes),  # patches applied (perf.patches), kernels built, classes that ran
-            "versions": rundir.versions(),
-            "overrides": overrides,
-            "plan": self.plan.to_dict(),  # the decisions plan.json holds (rlexp.train.plan)
-        }
-        tasks = task_summary(self.conf, self.train_rows, self.eval_rows, self.adaptive)
-        if tasks is not None:  # env=...: each task's weight and rows (a sweep over weights records its own)
-            summary["data"]["tasks"] = tasks
-        if "before" in self.evals and "after" in self.evals:
-            summary["eval"]["gain"] = {
-                k: self.evals["after"][k] - self.evals["before"][k]
-                for k in eval_metric_names(self.evals["after"])
-                if k in self.evals["after"] and k in self.evals["before"]
-            }
-        summary["objective"]["value"] = rundir.dotted_get(summary, self.conf.objective)
-        return summary
-
-    def _print_summary(self, s: dict[str, Any]) -> None:
-        ev = s["eval"]
-        lines = [
-            f"\nrlexp run {s['run_name']}: {s['status']} after {s['train']['steps']} steps "
-            f"in {s['train']['wall_seconds']:.1f} s  ({self.run_dir})"
-        ]
-        for k in eval_metric_names(ev.get("after", {})):
-            before, after = ev.get("before", {}).get(k), ev.get("after", {}).get(k)
-            if before is not None and after is not None:
-                lines.append(f"  {k:<16} {before:.3f} -> {after:.3f}  ({after - before:+.3f})")
-        obj = s["objective"]
-        if obj["value"] is not None:
-            lines.append(f"  objective {obj['name']} = {obj['value']:.4f}")
-        if s.get("profile"):
-            lines.append(f"  profile   {s['profile']}  (XProf: xprof --logdir={s['profile']})")
-        log.info("\n".join(lines))
-
-
-def _judge_tokens(rewards: Any) -> dict[str, int]:
-    """Tokens (prompt + completion) each LLM judge's endpoint reported over the run."""
-    totals = rewards.token_totals() if rewards is not None else {}
-    return {name: sum(t.values()) for name, t in totals.items()}
