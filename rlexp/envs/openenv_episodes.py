@@ -78,6 +78,7 @@ class OpenEnvToolBox:
     def __init__(self, lives: dict[str, Live], rows: dict[str, dict[str, Any]]) -> None:
         global _ACTIVE
         self.lives, self.rows = lives, rows
+        self.retries = 0  # OpenEnv's client retries nothing: a server fault is the episode's (ToolBox.retries)
         self.tool_specs = tool_specs(lives)
         self.pool: dict[int, list[Any]] = defaultdict(list)  # idle sessions per server
         self.prompts: list[str] = []
@@ -229,9 +230,9 @@ class OpenEnvToolBox:
         self.latency = defaultdict(list)
         return out
 
-    def over_budget(self, budget: float, what: str = "a training step") -> RunError | None:
-        """A server that stopped answering during the step's episodes (its exit code where rlexp started it), else
-        an MCP tool over agent.tool_error_budget; None when all held."""
+    def service_error(self, what: str) -> RunError | None:
+        """A server that stopped answering during the episodes (its exit code where rlexp started it), else None:
+        no eval or step is made of a dead server's errors (ToolBox.service_error)."""
         failed = {id(ep.live.server): ep.live for ep in self.episodes if ep.error is not None and ep.live is not None}
         for live in failed.values():
             why = live.server.gone()
@@ -240,6 +241,14 @@ class OpenEnvToolBox:
                     f"{live.server.key}={live.server.value!r}: {why} during {what}; start it again, then rerun the "
                     "same command to resume from the last checkpoint"
                 )
+        return None
+
+    def over_budget(self, budget: float, what: str = "a training step") -> RunError | None:
+        """A server that stopped answering during the step's episodes, else an MCP tool over
+        agent.tool_error_budget; None when all held."""
+        down = self.service_error(what)
+        if down is not None:
+            return down
         from rlexp.tools.toolbox import budget_error
 
         return budget_error(self.drain(), self.last_error, budget, what, "the environment's MCP tool {name}", "it")

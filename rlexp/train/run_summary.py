@@ -8,7 +8,7 @@ read from it.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 
@@ -17,14 +17,12 @@ from rlexp.config.values import eval_metric_names
 from rlexp.envs import task_summary
 from rlexp.train import rundir
 
-if TYPE_CHECKING:
-    from rlexp.train.session import TrainingSession
-
 log = logging.getLogger(__name__)
 
 
-def build_summary(session: TrainingSession, status: str, steps: int, wall: float) -> dict[str, Any]:
-    """summary.json of a session that ended with `status` after `steps` steps in `wall` seconds."""
+def build_summary(session: Any, status: str, steps: int, wall: float) -> dict[str, Any]:
+    """summary.json of a session (rlexp.train.session.TrainingSession: not imported, it imports this module) that
+    ended with `status` after `steps` steps in `wall` seconds."""
     from hydra.core.hydra_config import HydraConfig
 
     from rlexp.estimates.cost import actual_cost
