@@ -87,10 +87,14 @@ def run(cfg: DictConfig) -> float:
     from hydra.core.hydra_config import HydraConfig
 
     from rlexp.envs import resolve
+    from rlexp.launch.env_sidecar import pod_config, sidecars
     from rlexp.launch.remote import remote_launcher, submit
     from rlexp.train.plan import DONE, SUBMIT, make_plan
 
-    conf = resolve(to_config(cfg))  # refuses keys no schema declares; env=...: the env's rows and scorer
+    typed = to_config(cfg)  # refuses keys no schema declares
+    if sidecars(typed.env) and remote_launcher() == "gke":  # env.image: the pod's sidecar serves it, no docker here
+        typed = pod_config(typed)
+    conf = resolve(typed)  # env=...: the env's rows and scorer
     plan = make_plan(conf, cfg, str(HydraConfig.get().runtime.output_dir), remote_launcher)
     if plan.action == SUBMIT:  # TPU slice / remote launcher: submit, never train here
         return submit(cfg, str(plan.launcher))

@@ -147,10 +147,12 @@ def preflight(
     allow_downloads: bool = True,
     checked: dict[str, Any] | None = None,
     cost: dict[str, Any] | None = None,
+    env_elsewhere: str | None = None,
 ) -> dict[str, Any]:
     """Run every check, write `<out_dir>/validation.json` and return its content (`ok` says whether all passed).
     `checked`: the memory estimate `check_config` returned, when the caller checked the config already; `cost`:
-    the cost estimate a launcher's plan made (rlexp.train.plan.plan_submission)."""
+    the cost estimate a launcher's plan made (rlexp.train.plan.plan_submission); `env_elsewhere`: why the env's
+    server is out of reach here (a pod's sidecar): its rows and dry run are skipped, the job meets them."""
     from rlexp.data.registry import load_splits
     from rlexp.data.templates import doubled_markers, render_prompt
     from rlexp.envs import dry_run, load_rows
@@ -182,10 +184,12 @@ def preflight(
                 rep.add("dataset", "ok")
             except RlexpError as err:
                 rep.add("dataset", "skipped", f"{cfg.dataset.source} is not available offline ({err})")
+        elif env_elsewhere:
+            rep.add("dataset", "skipped", f"{env_elsewhere} (the job reads its rows when it starts)")
         else:
             splits = rep.run("dataset", lambda: load_rows(cfg, allow_downloads=allow_downloads))  # or the env's
         for check in (
-            rep.run("env", lambda: dry_run(cfg)) if cfg.env.kind != "none" else None
+            rep.run("env", lambda: dry_run(cfg)) if cfg.env.kind != "none" and not env_elsewhere else None
         ) or []:  # per env task: rows, the scorer right and wrong
             rep.add(check["name"], check["status"], check["detail"])
     if splits is not None:

@@ -117,6 +117,7 @@ def prepare(jobs: Sequence[Job], conf: GkeLauncherConf, *, single: bool = False)
     becomes the JobSet name as is (rlexp.launch.names). Each job's plan goes into its JobSet (`RLEXP_PLAN`)."""
     from rlexp.config.load import to_config
     from rlexp.envs import resolve
+    from rlexp.launch.env_sidecar import container, pod_view
     from rlexp.train.plan import plan_submission
 
     if not conf.dry_run and not conf.output_root:
@@ -141,7 +142,7 @@ def prepare(jobs: Sequence[Job], conf: GkeLauncherConf, *, single: bool = False)
     out: list[Rendered] = []
     for job in jobs:
         try:
-            resolved = job.resolved
+            resolved, served, side = pod_view(job.resolved)  # env.image: the pod's sidecar serves it
             typed = resolve(to_config(resolved))  # env=...: the config the pod trains
             memory = prelaunch.check_job(typed, conf.pathways, values=not single)
             tpu = tpu_slice(typed.slice.name, typed.slice.topology)
@@ -154,8 +155,9 @@ def prepare(jobs: Sequence[Job], conf: GkeLauncherConf, *, single: bool = False)
                 )
             plan = plan_submission(typed, resolved, output_dir, memory)  # the pod replays it (RLEXP_PLAN)
             if conf.preflight:
-                shared.run_once(typed, job.raw, job.out_dir, plan)
-            args = list(job.overrides)
+                elsewhere = f"{side.key}.image {side.image} is served by the pod's sidecar" if side else None
+                shared.run_once(typed, job.raw, job.out_dir, plan, env_elsewhere=elsewhere)
+            args = [*job.overrides, *served]
             if not any(a.split("=", 1)[0].lstrip("+~") == "output_dir" for a in args):
                 args.append(f"output_dir={output_dir}")
             if not any(a.startswith("hydra.mode=") for a in args):
@@ -170,6 +172,7 @@ def prepare(jobs: Sequence[Job], conf: GkeLauncherConf, *, single: bool = False)
                 labels={"rlexp.dev/slice": typed.slice.name},
                 env={str(k): str(v) for k, v in typed.trainer.rollout.env.items()},
                 plan=json.dumps(plan.submitted(), sort_keys=True),
+                sidecars=[container(side)] if side else [],
             )
             manifest = render(spec, conf)
             check_jobset(manifest, tpu, typed.slice.num_slices)

@@ -45,6 +45,7 @@ class JobSpec:
     labels: dict[str, str] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)  # trainer.rollout.env; hydra.launcher.env wins on a clash
     plan: str | None = None  # the submitter's plan as JSON (rlexp.train.plan): the pod replays it
+    sidecars: list[dict] = field(default_factory=list)  # native sidecars of the rlexp pod (launch.env_sidecar)
 
 
 def _field_env(name: str, path: str) -> dict:
@@ -203,7 +204,7 @@ def render_pathways(spec: JobSpec, conf: GkeLauncherConf) -> dict:
         "dnsPolicy": "ClusterFirstWithHostNet",
         "nodeSelector": {"cloud.google.com/gke-nodepool": conf.head_nodepool},
         "restartPolicy": "Never",
-        "initContainers": [proxy, rm],
+        "initContainers": [proxy, rm, *spec.sidecars],
         "containers": [user],
         "volumes": [{"name": "shared-tmp", "hostPath": {"path": "/tmp", "type": "DirectoryOrCreate"}}],
     }
@@ -296,6 +297,7 @@ def render_multicontroller(spec: JobSpec, conf: GkeLauncherConf) -> dict:
     pod = {
         **_tpu_pod(spec, conf),
         "restartPolicy": "Never",  # required by podFailurePolicy
+        **({"initContainers": list(spec.sidecars)} if spec.sidecars else {}),
         "containers": [user],
         "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
     }

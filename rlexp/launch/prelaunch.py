@@ -62,8 +62,11 @@ class SharedChecks:
         self.estimates: dict[str, tuple] = {}
         self.costs: list[dict] = []  # one per job
 
-    def run_once(self, cfg: RlexpConfig, raw: Any, out_dir: Path, plan: RunPlan) -> None:
-        """Record the job's planned estimates; the preflight once per distinct model/data/templates/reward."""
+    def run_once(
+        self, cfg: RlexpConfig, raw: Any, out_dir: Path, plan: RunPlan, env_elsewhere: str | None = None
+    ) -> None:
+        """Record the job's planned estimates; the preflight once per distinct model/data/templates/reward.
+        `env_elsewhere`: why the env's server cannot be reached from here (its rows are checked by the job)."""
         from rlexp.estimates.memory import format_estimate
 
         assert plan.memory is not None and plan.cost is not None, plan
@@ -85,7 +88,8 @@ class SharedChecks:
 
         out_dir.mkdir(parents=True, exist_ok=True)
         planned = {"checked": plan.memory, "cost": plan.cost}  # the preflight estimates nothing again
-        result = preflight(cfg, str(out_dir), allow_downloads=self.allow_downloads, **planned) or {}
+        result = preflight(cfg, str(out_dir), allow_downloads=self.allow_downloads, env_elsewhere=env_elsewhere,
+                           **planned) or {}  # fmt: skip
         self.done[key] = result
         if not self.allow_downloads and storage.is_remote_source(cfg.dataset.source):
             if _data_not_here_is_skipped(result, cfg.dataset.source):
