@@ -16,6 +16,7 @@ import os
 import sys
 import weakref
 from collections.abc import Generator, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -38,17 +39,44 @@ _absl_stream_off_the_capture()
 
 # Tests that share one outside resource run on one worker, in collection order: the local Slurm (one cluster per
 # session, brought up and down by tests/slurm/conftest.py) and the bad-input table, whose session fixture runs
-# every selected case of the table at once (on two workers it would run them all twice).
+# every selected case of the table at once (on two workers it would run them all twice). xdist's own
+# `xdist_group` mark cannot do it under pytest 9 (it renames node ids through an attribute pytest 9 no longer
+# reads), so the scheduler below groups by node id itself.
 GROUPS = {"tests/slurm/": "slurm", "tests/cli/test_bad_inputs.py::test_bad_input_is_one_line": "bad_inputs"}
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark the grouped tests before xdist reads the marks (it suffixes their node ids with the group)."""
-    for item in items:
-        for prefix, group in GROUPS.items():
-            if item.nodeid.startswith(prefix):
-                item.add_marker(pytest.mark.xdist_group(group))
+def _module_fixture_places() -> tuple[str, ...]:
+    """Test modules (and folders, by their conftest.py) that define a module-scoped fixture: each such module is
+    one work unit, so its fixture (a trained run, a server) is built once, not once per worker."""
+    tests = Path(__file__).parent
+    places = []
+    for path in sorted(tests.rglob("*.py")):
+        if path != Path(__file__) and 'scope="module"' in path.read_text(encoding="utf-8"):
+            rel = path.relative_to(tests.parent).as_posix()
+            places.append(rel.rsplit("/", 1)[0] + "/" if path.name == "conftest.py" else rel + "::")
+    return tuple(places)
+
+
+MODULE_UNITS = _module_fixture_places()
+
+
+def group_of(nodeid: str) -> str:
+    """The work unit a test is sent in: its group's name, its module where the module shares a fixture, else the
+    test alone (xdist's `load`)."""
+    for prefix, group in GROUPS.items():
+        if nodeid.startswith(prefix):
+            return group
+    return nodeid.split("::", 1)[0] if nodeid.startswith(MODULE_UNITS) else nodeid
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    return GroupScheduling(config, log)
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
