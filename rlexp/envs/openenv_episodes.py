@@ -232,12 +232,15 @@ class OpenEnvToolBox:
 
     def service_error(self, what: str) -> RunError | None:
         """A server that stopped answering during the episodes (its exit code where rlexp started it), else None:
-        no eval or step is made of a dead server's errors (ToolBox.service_error)."""
+        no eval or step is made of a dead server's errors (ToolBox.service_error: a ServiceDown, which the session
+        stops on with a checkpoint and summary.json)."""
+        from rlexp.tools.toolbox import ServiceDown
+
         failed = {id(ep.live.server): ep.live for ep in self.episodes if ep.error is not None and ep.live is not None}
         for live in failed.values():
             why = live.server.gone()
             if why is not None:
-                return RunError(
+                return ServiceDown(
                     f"{live.server.key}={live.server.value!r}: {why} during {what}; start it again, then rerun the "
                     "same command to resume from the last checkpoint"
                 )
