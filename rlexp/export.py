@@ -36,8 +36,8 @@ def main(argv: list[str] | None = None) -> int:
 
         from rlexp.families.export import export
         from rlexp.models.export import find_checkpoint
-        from rlexp.train.checkpoints import check_restorable
         from rlexp.storage import check_output_dir
+        from rlexp.train.checkpoints import check_restorable
         from rlexp.train.evaluate import eval_sampling
 
         check_output_dir(Path(args.out).expanduser(), key="--out")  # a folder rlexp did not write: refused first

@@ -152,6 +152,17 @@ def output_path(out: str | None, run_dir: Path | None, hf_dir: Path | None, name
     return storage.join(base, f"{name}.json")
 
 
+def _episodes(conf: RlexpConfig, tokenizer: Any, rows: list[dict[str, Any]]) -> Any:
+    """The run's episode runner where its rollouts are episodes of turns (agent=tools; env=class and env=openenv,
+    whose tools are their own): the eval samples and scores them as the run's own evals did, else None."""
+    if conf.agent.kind != "tools":
+        return None
+    from rlexp.envs import toolbox
+    from rlexp.train.episodes import EpisodeRunner
+
+    return EpisodeRunner(conf, tokenizer, toolbox(conf, rows))
+
+
 def run_offline_eval(
     target: str, step: int | None, overrides: list[str], out: str | None = None, name: str | None = None
 ) -> tuple[str, dict[str, Any]]:
@@ -180,11 +191,14 @@ def run_offline_eval(
     rc = rollout_config(conf, tokenizer, width)
     engine = eval_rollout_engine(conf)(model, tokenizer, None, rc)
     scorer = Scorer(conf, build_rewards(conf.reward, 1))
+    episodes = _episodes(conf, tokenizer, rows)  # agent=tools, env=class/openenv: each completion an episode
     kept: dict[str, Any] = {}
     try:
-        metrics = evaluate(SimpleNamespace(rollout=engine), rows, conf, rc, scorer, kept)
+        metrics = evaluate(SimpleNamespace(rollout=engine), rows, conf, rc, scorer, kept, episodes=episodes)
     finally:
         scorer.rewards.close()
+        if episodes is not None:
+            episodes.tools.close()
     record = {
         "name": name,
         "target": str(hf_dir or run_dir),

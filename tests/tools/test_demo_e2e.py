@@ -101,3 +101,17 @@ def test_a_tool_failing_every_call_stops_the_run_naming_it(tmp_path) -> None:  #
     # step 1's rollout met the broken tool: the run stops before training on its error messages
     assert summary["status"] == "failed" and summary["train"]["steps"] == 0
     print("\n" + errors[0])
+
+
+@pytest.mark.slow
+def test_rlexp_eval_of_the_demo_runs_episodes_as_the_runs_eval(demo, tmp_path) -> None:  # noqa: ANN001
+    """`rlexp eval RUN` of an agent=tools run samples episodes (tool calls answered, their outputs fed back), as
+    the run's own evals do: the final checkpoint's eval equals the run's `after` eval. Scored as single completions
+    (no episodes), the demo's answers come after a tool call that is never answered."""
+    out = tmp_path / "eval.json"
+    done = run_rlexp(str(demo), "--out", str(out), module="rlexp.eval", timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    metrics = json.loads(out.read_text())["metrics"]
+    after = json.loads((demo / "summary.json").read_text())["eval"]["after"]
+    assert metrics["pass_at_1"] == pytest.approx(after["pass_at_1"], abs=1e-6), (metrics, after)
+    assert metrics["agent_tool_calls_mean"] == pytest.approx(after["agent_tool_calls_mean"], abs=1e-6)
