@@ -371,7 +371,25 @@ class AdaptiveConfig:
 
 
 @dataclass
-class EnvConfig:
+class OpenEnvServerConfig:
+    """env=openenv's keys of one server: `env.*` for a run's only server, `env.tasks.<name>.*` for each of several
+    (rlexp/envs/openenv_server.py builds its per-task view from these fields, so a key is declared here once)."""
+
+    # one of url (running), command (rlexp starts it; {port}: a free loopback port) or image (docker run)
+    url: str | None = None
+    command: str | None = None
+    image: str | None = None
+    # the TaskProvider split of the train rows and of the eval rows (null: the server's first test or validation
+    # split, else `split`); the action field a model turn fills and the observation field the model reads (null:
+    # the only text field of each)
+    split: str = "train"
+    eval_split: str | None = None
+    action_key: str | None = None
+    observation_key: str | None = None
+
+
+@dataclass
+class EnvConfig(OpenEnvServerConfig):
     """An environment: a run's rows, scorer, turns and tools in one choice (rlexp/envs, docs/envs.md). `none` keeps
     the dataset, reward and agent groups; any other kind supplies the rows and the scorer in their place."""
 
@@ -388,17 +406,6 @@ class EnvConfig:
     target: str | None = None
     # class: each child process running the class (reset, tool calls, get_reward); openenv: each request
     timeout_s: float = 30.0
-    # openenv: an OpenEnv server, one of url (running), command (rlexp starts it; {port}: a free loopback port)
-    # or image (docker run); the TaskProvider split of the train rows and of the eval rows (null: the server's
-    # first test or validation split, else `split`); the action field a model turn fills and the observation
-    # field the model reads (null: the only text field of each)
-    url: str | None = None
-    command: str | None = None
-    image: str | None = None
-    split: str = "train"
-    eval_split: str | None = None
-    action_key: str | None = None
-    observation_key: str | None = None
     start_timeout_s: float = 60.0  # a server rlexp starts (or reaches) answers /health within this
     adaptive: AdaptiveConfig = field(default_factory=AdaptiveConfig)  # weights toward learnable tasks
 

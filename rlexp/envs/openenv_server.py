@@ -40,31 +40,28 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlexp.children import prelude
+from rlexp.config.schema import OpenEnvServerConfig
 from rlexp.errors import ConfigError, RunError
 
-SPEC_KEYS = ("weight", "url", "command", "image", "split", "eval_split", "action_key", "observation_key")
+SERVER_KEYS = tuple(f.name for f in dataclasses.fields(OpenEnvServerConfig))
+SPEC_KEYS = ("weight", *SERVER_KEYS)
 IMAGE_PORT = 8000  # where OpenEnv's Docker images serve (their Dockerfiles' uvicorn --port)
 _LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+_WHERE = ("url", "command", "image")  # where a server is: each task names its own; the rest a task may inherit
 
 
-@dataclass(frozen=True)
-class Spec:
-    """One environment of the run: env.tasks.<name>, or the env itself (`key` "env")."""
+@dataclass(unsafe_hash=True, kw_only=True)  # a key of the live-server cache; never changed (dataclasses.replace)
+class Spec(OpenEnvServerConfig):
+    """One environment of the run: env.tasks.<name>, or the env itself (`key` "env"), with the server keys of
+    OpenEnvServerConfig."""
 
     name: str
     key: str
     weight: float = 1.0
-    url: str | None = None
-    command: str | None = None
-    image: str | None = None
-    split: str = "train"
-    eval_split: str | None = None
-    action_key: str | None = None
-    observation_key: str | None = None
 
     def where(self) -> tuple[str, str]:
         """(key, value) naming the server in an error: the command or image rlexp starts, else the URL."""
-        for field in ("command", "image", "url"):
+        for field in _WHERE[::-1]:
             if getattr(self, field):
                 return f"{self.key}.{field}", str(getattr(self, field))
         return f"{self.key}.url", ""
@@ -73,9 +70,8 @@ class Spec:
 def specs(env: Any) -> list[Spec]:
     """The run's environments: each of env.tasks (its keys over the env's own split, eval_split, action_key,
     observation_key), or the env itself, named env.name. Shapes only; `check` holds the rules."""
-    shared = {k: getattr(env, k) for k in ("split", "eval_split", "action_key", "observation_key")}
-    own = {k: getattr(env, k) for k in ("url", "command", "image")}
-    out = [] if env.tasks else [Spec(name=env.name, key="env", **own, **shared)]
+    shared = {k: getattr(env, k) for k in SERVER_KEYS if k not in _WHERE}
+    out = [] if env.tasks else [Spec(name=env.name, key="env", **{k: getattr(env, k) for k in SERVER_KEYS})]
     for name, spec in env.tasks.items():
         key = f"env.tasks.{name}"
         if not isinstance(spec, dict) or set(spec) - set(SPEC_KEYS):

@@ -11,14 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from rlexp.errors import RlexpError
 from tests.helpers import SHORT, run_rlexp
-from tests.train.test_training_e2e import SIGTERM_AT_CALL, records, run, train_steps
+from tests.resume import SIGTERM_REWARD, sigterm_then_resume, train_steps, untimed
+from tests.train.test_training_e2e import records, run
 
 pytestmark = pytest.mark.slow
 
 TRAINED = ("rewards/sum", "loss", "kl", "grad_norm", "completions/mean_length")
-TIMED = ("latency", "_time", "_sec")  # wall-clock figures: not training results
 
 
 def rows(run_dir: Path) -> dict[int, dict]:
@@ -65,8 +64,7 @@ def test_a_thread_on_rollout_devices_samples_what_the_colocated_queue_samples(tm
     assert all("perf/rollout_time_sec" in b[s] for s in range(1, 13))  # the thread times its own batches
     evals = [json.loads((d / "evals.json").read_text()) for d in (colocated, apart)]
     for label in ("before", "6", "after"):
-        keep = [{k: v for k, v in e[label].items() if not any(t in k for t in TIMED)} for e in evals]
-        assert keep[0] == pytest.approx(keep[1]), label
+        assert untimed(evals[0][label]) == pytest.approx(untimed(evals[1][label])), label
     summary = json.loads((apart / "summary.json").read_text())
     assert summary["plan"]["off_policy"]["concurrent"] is True
     assert summary["plan"]["memory"]["off_policy_staged_weights"] > 0
@@ -81,26 +79,20 @@ def test_sigterm_and_resume_equal_an_uninterrupted_run_at_staleness_1(tmp_path: 
         "trainer.max_steps=12",
         "trainer.eval_every=3",
         "trainer.checkpoint_every=6",
-        "reward.functions=[{fn: arith_correct}, {fn: arith_format, weight: 0.1}, {fn: test_sigterm_at_call, weight: 0.0}]",
+        "reward.functions=[{fn: arith_correct}, {fn: arith_format, weight: 0.1}, " + SIGTERM_REWARD + "]",
     ]
-    full, interrupted = tmp_path / "full", tmp_path / "interrupted"
-    SIGTERM_AT_CALL.update(n=None, calls=0)
-    run(full, overrides)
 
-    SIGTERM_AT_CALL.update(n=5, calls=0)  # the 5th rollout: step 5's batch, sampled when step 4 asks for its own
-    with pytest.raises(RlexpError, match="interrupted at step 3"):
-        run(interrupted, overrides)
-    assert (interrupted / "checkpoints" / "off_policy" / "3.pkl").is_file()
+    def queued(interrupted: Path) -> None:
+        assert (interrupted / "checkpoints" / "off_policy" / "3.pkl").is_file()
 
-    SIGTERM_AT_CALL.update(n=None, calls=0)
-    run(interrupted, overrides)
+    # the 5th rollout: step 5's batch, sampled when step 4 asks for its own
+    full, interrupted = sigterm_then_resume(lambda d: run(d, overrides), tmp_path, 5, 3, queued)
     resumed, reference = train_steps(interrupted), train_steps(full)
     assert sorted(resumed) == sorted(reference) == list(range(1, 13))
     same_training(resumed, reference, range(1, 13))
     assert records(interrupted, "samples.jsonl") == records(full, "samples.jsonl")
     after = [json.loads((d / "summary.json").read_text())["eval"]["after"] for d in (interrupted, full)]
-    keep = [{k: v for k, v in e.items() if not any(t in k for t in TIMED)} for e in after]
-    assert keep[0] == pytest.approx(keep[1])
+    assert untimed(after[0]) == pytest.approx(untimed(after[1]))
     plan = json.loads((interrupted / "summary.json").read_text())["plan"]
     assert plan["resume_step"] == 3 and plan["off_policy"]["resume_queue"].endswith("off_policy/3.pkl")
 

@@ -7,8 +7,6 @@ metrics identical to an uninterrupted run, resume=never refusing a used run dir.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import time
 from pathlib import Path
 
@@ -19,25 +17,9 @@ from rlexp.errors import ConfigError, RlexpError
 from rlexp.rewards.registry import register
 from rlexp.train.run import train
 from tests.helpers import SHORT, compose_cfg, in_eval
+from tests.resume import SIGTERM_REWARD, assert_same_steps, sigterm_then_resume, train_steps, untimed
 
 pytestmark = pytest.mark.slow
-
-# A zero-weight reward that sends SIGTERM to this process on its N-th training call (one call per step),
-# so an interruption lands at a known step, exactly as a pod eviction would deliver it.
-SIGTERM_AT_CALL = {"n": None, "calls": 0}
-
-
-@register("test_sigterm_at_call")
-def _sigterm_reward():
-    def test_sigterm_at_call(prompts, completions, **_):
-        if in_eval():
-            return [0.0] * len(completions)
-        SIGTERM_AT_CALL["calls"] += 1
-        if SIGTERM_AT_CALL["n"] is not None and SIGTERM_AT_CALL["calls"] == SIGTERM_AT_CALL["n"]:
-            os.kill(os.getpid(), signal.SIGTERM)
-        return [0.0] * len(completions)
-
-    return test_sigterm_at_call
 
 
 def run(run_dir: Path, overrides: list[str]) -> float:
@@ -52,10 +34,6 @@ def run(run_dir: Path, overrides: list[str]) -> float:
 
 def records(run_dir: Path, name: str = "metrics.jsonl") -> list[dict]:
     return [json.loads(line) for line in (run_dir / name).read_text().splitlines()]
-
-
-def train_steps(run_dir: Path) -> dict[int, dict]:
-    return {r["step"]: r for r in records(run_dir) if "loss" in r or "rewards/sum" in r}
 
 
 def test_short_run_writes_run_dir_contract(tmp_path: Path) -> None:
@@ -155,35 +133,24 @@ def test_sigterm_checkpoints_and_resume_equals_uninterrupted(iterations: int, tm
         "trainer.max_steps=12",
         "trainer.eval_every=2",
         "trainer.checkpoint_every=6",
-        "reward.functions=[{fn: arith_correct}, {fn: arith_format, weight: 0.1}, {fn: test_sigterm_at_call, weight: 0.0}]",
+        "reward.functions=[{fn: arith_correct}, {fn: arith_format, weight: 0.1}, " + SIGTERM_REWARD + "]",
     ]
-    full, interrupted = tmp_path / "full", tmp_path / "interrupted"
-    SIGTERM_AT_CALL.update(n=None, calls=0)
-    run(full, overrides)
 
-    SIGTERM_AT_CALL.update(n=5, calls=0)  # SIGTERM during the rollout of step 5
-    with pytest.raises(RlexpError, match="interrupted at step 4"):
-        run(interrupted, overrides)
-    summary = json.loads((interrupted / "summary.json").read_text())
-    assert summary["status"] == "interrupted" and summary["train"]["steps"] == 4
-    saved = [p.name for p in (interrupted / "checkpoints" / "actor").iterdir()]
-    assert str(4 * iterations) in saved  # off-schedule: SIGTERM forced it
+    def forced_checkpoint(interrupted: Path) -> None:
+        summary = json.loads((interrupted / "summary.json").read_text())
+        assert summary["status"] == "interrupted" and summary["train"]["steps"] == 4
+        saved = [p.name for p in (interrupted / "checkpoints" / "actor").iterdir()]
+        assert str(4 * iterations) in saved  # off-schedule: SIGTERM forced it
 
-    SIGTERM_AT_CALL.update(n=None, calls=0)
-    run(interrupted, overrides)  # same run dir: resume=auto continues at step 5
-    resumed, reference = train_steps(interrupted), train_steps(full)
-    assert sorted(resumed) == sorted(reference) == list(range(1, 13))
-    for step in range(1, 13):
-        for name in ("rewards/sum", "loss", "kl", "grad_norm", "completions/mean_length"):
-            if name in reference[step]:
-                assert resumed[step][name] == pytest.approx(reference[step][name], rel=1e-5, abs=1e-7), (step, name)
+    # SIGTERM during the rollout of step 5; the same run dir again: resume=auto continues at step 5
+    full, interrupted = sigterm_then_resume(lambda d: run(d, overrides), tmp_path, 5, 4, forced_checkpoint)
+    assert_same_steps(
+        full, interrupted, range(1, 13), ("rewards/sum", "loss", "kl", "grad_norm", "completions/mean_length")
+    )
     after = json.loads((interrupted / "summary.json").read_text())
     assert after["status"] == "completed"
-    timed = ("latency", "_time", "_sec")  # wall-clock figures: not training results
-    same = lambda ev: {k: v for k, v in ev.items() if not any(t in k for t in timed)}  # noqa: E731
-    assert same(after["eval"]["after"]) == pytest.approx(
-        same(json.loads((full / "summary.json").read_text())["eval"]["after"])
-    )
+    reference = json.loads((full / "summary.json").read_text())["eval"]["after"]
+    assert untimed(after["eval"]["after"]) == pytest.approx(untimed(reference))
 
 
 def test_resume_never_refuses_a_used_run_dir(tmp_path: Path) -> None:
