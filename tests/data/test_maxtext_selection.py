@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 
-import datasets
-import grain
 import pytest
 
 from rlexp.data.registry import load_splits
@@ -26,6 +24,9 @@ def table(tmp_path_factory: pytest.TempPathFactory):
 
 def _maxtext_ids(path: str, holdout: bool, cache: str) -> tuple[list[str], list[str]]:
     """What MaxText's prepare_datasets calls give: the ids of the shuffled train and eval splits."""
+    import datasets  # here, not at the top: collecting the suite would import it in every worker (~1 s)
+    import grain
+
     train = datasets.load_dataset("json", data_files=path, split="train", cache_dir=cache)
     if holdout:
         split = train.train_test_split(test_size=0.05, seed=42)

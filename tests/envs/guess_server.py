@@ -16,29 +16,20 @@ server exits (code 3) at its first step once the file `--die-when` names exists 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import re
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from openenv.core.env_server import Action, Environment, Observation, State, create_app
 
-SERVER = str(Path(__file__).resolve())
+try:
+    from tests.envs.guess import SPLITS, target
+except ImportError:  # run as a script from elsewhere than the checkout's root
+    from guess import SPLITS, target  # type: ignore[no-redef]
 
-SPLITS = {"train": 48, "test": 12, "slow": 4, "nanreward": 4, "malformed": 4}
 OPTS: dict[str, Any] = {"log": None, "die_when": None, "slow_s": 0.0}
-
-
-def target(split: str, index: int) -> int:
-    return (index * 5 + len(split)) % 9 + 1
 
 
 class GuessAction(Action):
@@ -166,35 +157,6 @@ def mcp_game() -> type:
             return GuessObservation(text="call the guess tool", done=False, reward=None)
 
     return McpGuessGame
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextlib.contextmanager
-def running(*flags: str, timeout_s: float = 120.0) -> Iterator[str]:
-    """The game served on a free loopback port (this file run with `flags`) until the block ends: its URL."""
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, SERVER, "--port", str(port), *flags])
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            assert proc.poll() is None, f"the guess server exited with code {proc.returncode}"
-            try:
-                opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-                with opener.open(f"{url}/health", timeout=2):
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, "the guess server did not answer /health"
-                time.sleep(0.25)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def main() -> None:

@@ -25,7 +25,7 @@ from rlexp.errors import ConfigError, RunError
 from rlexp.models.loader import load_tokenizer
 from rlexp.rewards.compose import RewardStats, scored
 from rlexp.train.episodes import EpisodeRunner
-from tests.envs.guess_server import SERVER, running, target
+from tests.envs.guess import SERVER, running, target
 from tests.helpers import compose_conf, run_rlexp
 
 # a command that exits at once, saying why

@@ -13,11 +13,16 @@ from tests.tunix.privates_scan import scan
 
 ROOT = Path(__file__).resolve().parents[2]
 ALLOWED = ("rlexp/tunix/", "rlexp/fixes/", "rlexp/perf/")
-FOUND = scan(ROOT / "rlexp")
 
 
-def test_no_tunix_private_outside_the_seam_fixes_and_perf() -> None:
-    outside = {path: hits for path, hits in FOUND.items() if not path.startswith(ALLOWED)}
+@pytest.fixture(scope="module")
+def found() -> dict:
+    """The scan of rlexp/ (seconds: in a fixture, so collecting the suite does not pay it in every worker)."""
+    return scan(ROOT / "rlexp")
+
+
+def test_no_tunix_private_outside_the_seam_fixes_and_perf(found: dict) -> None:
+    outside = {path: hits for path, hits in found.items() if not path.startswith(ALLOWED)}
     assert not outside, f"Tunix privates named outside {ALLOWED}: {outside}"
 
 
@@ -37,10 +42,10 @@ def test_the_scan_finds_a_private_where_one_is_reached(tmp_path: Path) -> None:
     assert scan(pkg) == {"rlexp/a.py": [(3, "_pbar"), (5, "_is_active"), (5, "_lora_enabled")]}
 
 
-def test_every_private_the_seam_names_is_in_its_table() -> None:
+def test_every_private_the_seam_names_is_in_its_table(found: dict) -> None:
     from rlexp.tunix.privates import names
 
-    seam = {name for path, hits in FOUND.items() if path.startswith("rlexp/tunix/") for _, name in hits}
+    seam = {name for path, hits in found.items() if path.startswith("rlexp/tunix/") for _, name in hits}
     assert seam, "the scan found nothing in the seam: it no longer sees what it should"
     assert seam <= names(), f"named in rlexp/tunix but not in privates.PRIVATES: {sorted(seam - names())}"
 
