@@ -2,7 +2,7 @@
 2-device CPU slice: one device trains, the other samples (`slice.rollout_devices=1`), alternating runs in one
 invocation.
 
-    python benchmarks/bench_async.py [--rounds 3] [--staleness 1] [-- overrides...]
+    python benchmarks/bench_async.py [--rounds 3] [--staleness 1] [--reward-latency-ms 0] [-- overrides...]
 
 Each round runs `python -m rlexp` once with max_staleness=0 (sync: the rollout devices sample, then the trainer
 updates) and once with max_staleness=k (async: a thread samples the next batches while the trainer updates), in
@@ -10,6 +10,10 @@ turn, each a fresh process on a warm compile cache (one untimed run per side fil
 median steady step (perf/step_time_sec after the first 5 steps), steps per second, the training wall time and
 pass@1 before -> after (equal learning: the async run must learn as the sync one does), then the medians and the
 ratio async/sync of steps per second, with the CPU and the load around the runs (benchmarks/machine.py).
+
+`--reward-latency-ms N` scores through `reward=http` against the reference reward service on loopback
+(rlexp.rewards.server, the arith grader) answering each request N ms late, as a remote judge or sandbox farm
+would: sync, the step waits for it; async, the rollout thread does, while the trainer updates.
 """
 
 from __future__ import annotations
@@ -31,12 +35,19 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--staleness", type=int, default=1, help="the async side's trainer.off_policy.max_staleness")
+    ap.add_argument("--reward-latency-ms", type=float, default=0.0, help="score over http, answers this late")
     ap.add_argument("overrides", nargs="*", help="config overrides for both sides (default: the default run)")
     args = ap.parse_args()
     sides = {
         "sync": ["trainer.off_policy.max_staleness=0"],
         "async": [f"trainer.off_policy.max_staleness={args.staleness}"],
     }
+    server = None
+    if args.reward_latency_ms > 0:
+        from rlexp.rewards.server import start_server
+
+        server = start_server(reward="arith_correct", latency_s=args.reward_latency_ms / 1e3)
+        args.overrides = ["reward=http", f"reward.functions.0.kwargs.url={server.url}", *args.overrides]
     print(machine.header())
     print(f"slice: {' '.join(SLICE)}; async: max_staleness={args.staleness}; overrides: {' '.join(args.overrides)}")
     watch = machine.LoadWatch()
@@ -64,6 +75,9 @@ def main() -> int:
         f"steps/s async/sync: {med['sync'] / med['async']:.3f}; train wall sync/async: {wall['sync'] / wall['async']:.3f}"
     )
     print(watch.report())
+    if server is not None:
+        print(f"reward service: {server.stats['items']} items scored, each request {args.reward_latency_ms:g} ms late")
+        server.shutdown()
     return 0
 
 

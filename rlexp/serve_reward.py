@@ -2,6 +2,7 @@
 
 Scores with any registered reward (`--reward math`, `format`, `arith_correct`) or a user function
 (`--function module:function`); `--fault-rate 0.3 --faults timeout,5xx,nan` rehearses failures;
+`--latency-s 0.05` answers every request that much later (a remote scorer's latency);
 `--token-env NAME` requires `Authorization: Bearer $NAME`; `--kwarg model=Qwen/Qwen3-8B` (repeated) gives the reward
 its kwargs, as `reward.functions.0.kwargs.*` does in a config (rlexp.rewards.server).
 """
@@ -28,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fault-rate", type=in_range(float, 0, 1), default=0.0, help="share of requests to fail, [0, 1]")
     p.add_argument("--faults", default=",".join(FAULTS), help=f"comma-separated subset of {','.join(FAULTS)}")
     p.add_argument("--fault-delay-s", type=in_range(float, 0), default=5.0)
+    p.add_argument("--latency-s", type=in_range(float, 0), default=0.0, help="every answer takes this long")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--token-env", default=None, help="require 'Authorization: Bearer $TOKEN_ENV'")
     p.add_argument(
@@ -75,6 +77,7 @@ def _serve(a: argparse.Namespace, faults: tuple[str, ...], kwargs: dict[str, Any
             fault_rate=a.fault_rate,
             faults=faults,
             fault_delay_s=a.fault_delay_s,
+            latency_s=a.latency_s,
             seed=a.seed,
             token=token,
         )

@@ -12,7 +12,12 @@ A started server is a child of rlexp that dies with it (rlexp.children: the wrap
 Linux keeps across the exec of the command), in a session of its own (a terminal's Ctrl-C reaches rlexp, which
 stops it after its checkpoint), its output kept in a temporary file whose last line a failure quotes. It is
 stopped (its process group, and the container) when rlexp exits. Start one from the main thread: Linux signals
-the child when the *thread* that started it ends. A server is ready when GET /health answers within
+the child when the *thread* that started it ends.
+
+A container is the Docker daemon's, not rlexp's: killing `docker run` (rlexp's child) leaves it running. So each
+image gets a reaper too, a small process in a session of its own that waits on a pipe only rlexp holds open; when
+rlexp ends without stopping the container itself (SIGKILL, a crash), the pipe closes and the reaper runs
+`docker rm -f` on it, then exits. A server is ready when GET /health answers within
 `env.start_timeout_s`; one that exits first, or never answers, ends the run in one line before the weights load.
 Every request after that waits at most `env.timeout_s`.
 """
@@ -124,6 +129,7 @@ class Server:
     def __init__(self, key: str, value: str, url: str, proc: Any = None, log: str | None = None) -> None:
         self.key, self.value, self.url = key, value, url.rstrip("/")
         self.proc, self.log, self.container = proc, log, None
+        self.reaper: tuple[subprocess.Popen, int] | None = None  # an image's: (process, write end of its pipe)
 
     def exited(self) -> int | None:
         return None if self.proc is None else self.proc.poll()
@@ -161,6 +167,14 @@ class Server:
         if self.container:
             with contextlib.suppress(OSError, subprocess.SubprocessError):
                 subprocess.run(["docker", "rm", "-f", self.container], capture_output=True, timeout=30, check=False)
+        if self.reaper is not None:
+            reaper, write = self.reaper
+            self.reaper = None
+            with contextlib.suppress(OSError):
+                os.write(write, b"stopped")
+            os.close(write)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                reaper.wait(timeout=10)
         if self.log:
             with contextlib.suppress(OSError):
                 os.unlink(self.log)
@@ -203,10 +217,45 @@ def _start(spec: Spec) -> Server:
         proc, log = _spawn([a.replace("{port}", str(port)) for a in shlex.split(spec.command)])
         return Server(key, value, url, proc, log)
     name = f"rlexp-openenv-{os.getpid()}-{port}"
+    reaper = _reaper(name)  # first: a container must never run unwatched
     proc, log = _spawn(["docker", "run", "--rm", "--name", name, "-p", f"127.0.0.1:{port}:{IMAGE_PORT}", spec.image])
     server = Server(key, value, url, proc, log)
-    server.container = name
+    server.container, server.reaper = name, reaper
     return server
+
+
+# The reaper (`python -I -c`, standard library only): reads its pipe to the end; "stopped" means rlexp removed the
+# container itself, anything else (rlexp died) that the reaper must.
+_REAPER = """import os, subprocess, sys
+fd, name, said = int(sys.argv[1]), sys.argv[2], b""
+while True:
+    chunk = os.read(fd, 64)
+    if not chunk:
+        break
+    said += chunk
+if said != b"stopped":
+    subprocess.run(["docker", "rm", "-f", name], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
+"""
+
+
+def _reaper(container: str) -> tuple[subprocess.Popen, int]:
+    """The reaper of `container` and the write end of its pipe (not inherited by any other child: O_CLOEXEC)."""
+    read, write = os.pipe()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-I", "-c", _REAPER, str(read), container],
+            pass_fds=(read,),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # a terminal's Ctrl-C or a kill of rlexp's process group leaves it to do its job
+        )
+    except BaseException:
+        os.close(write)
+        raise
+    finally:
+        os.close(read)
+    return proc, write
 
 
 def reach(spec: Spec, start_timeout_s: float) -> Server:

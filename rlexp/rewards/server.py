@@ -5,7 +5,9 @@ It speaks the protocol of rlexp.rewards.http_reward (POST {"items": [...]} -> {"
 or a user function (`--function module:function`, batch signature). To rehearse failures it
 can inject faults into a share of requests (`--fault-rate 0.3 --faults timeout,5xx,nan`):
 `timeout` answers only after `--fault-delay-s`, `5xx` answers 503, `nan` answers NaN for
-every item. `--token-env NAME` requires `Authorization: Bearer $NAME`. GET /healthz answers ok.
+every item. `--latency-s` makes every answer take that long, as a remote scorer's would (an LLM judge, a sandbox
+farm across a network): benchmarks/bench_async.py uses it to time scoring off the trainer's path.
+`--token-env NAME` requires `Authorization: Bearer $NAME`. GET /healthz answers ok.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class RewardServer(ThreadingHTTPServer):
         fault_rate: float = 0.0,
         faults: tuple[str, ...] = FAULTS,
         fault_delay_s: float = 5.0,
+        latency_s: float = 0.0,
         seed: int = 0,
         token: str | None = None,
     ) -> None:
@@ -44,7 +47,7 @@ class RewardServer(ThreadingHTTPServer):
         if unknown or not faults:
             raise ValueError(f"faults must be a non-empty subset of {FAULTS}, got {faults}")
         self.score, self.fault_rate, self.faults, self.fault_delay_s = score, fault_rate, faults, fault_delay_s
-        self.token = token
+        self.token, self.latency_s = token, latency_s
         self.stats: Counter = Counter()  # requests, items, and one count per injected fault
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
@@ -100,6 +103,8 @@ class _Handler(BaseHTTPRequestHandler):
         except (ValueError, KeyError, TypeError) as err:
             self._reply(400, {"error": f"expected {{'items': [...]}}: {err}"})
             return
+        if self.server.latency_s:
+            time.sleep(self.server.latency_s)
         fault = self.server.draw_fault()
         if fault == "5xx":
             self._reply(503, {"error": "injected fault"})
