@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.envs.guess_server import SERVER
+from tests.envs.guess import SERVER
 from tests.helpers import run_rlexp, start_rlexp
 
 RUN = ["env=openenv", "model=tiny_tools", "chat_template=chatml", "env.timeout_s=2", "trainer.max_prompt_tokens=48",
