@@ -523,18 +523,18 @@ RUN_DIR = [
         _c(
             f"rlexp.eval {{stale}}/{how}",
             1,
-            f"{{stale}}/{how}/checkpoints/actor/4: cannot be restored (",
+            f"{{stale}}/{how}/checkpoints/actor/6: cannot be restored (",
             run_dir=True,
-            fix=f"evaluate another step: rlexp eval {{stale}}/{how} <step> (saved: 2)",
+            fix=f"evaluate another step: rlexp eval {{stale}}/{how} <step> (saved: 3)",
         )  # fmt: skip
         for how in ("cut", "lost")
     ),
     _c(
         "rlexp.export {stale}/lost --out {tmp}/hf",
         1,
-        "{stale}/lost/checkpoints/actor/4: cannot be restored (model_params/",
+        "{stale}/lost/checkpoints/actor/6: cannot be restored (model_params/",
         run_dir=True,
-        fix="export another step (2)",
+        fix="export another step (3)",
     ),  # fmt: skip
 ]
 

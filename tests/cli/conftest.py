@@ -133,20 +133,19 @@ def damaged_run(trained_run: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 @pytest.fixture(scope="session")
-def stale_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Two copies of a 4-step run that kept checkpoints 2 and 4, the newest damaged while the older is whole:
-    `cut` (step 4's largest data file lost its end) and `lost` (a file of step 4 is gone)."""
+def stale_run(trained_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two copies of the trained run given a newer checkpoint 6 (a copy of its step 3), damaged while step 3 is whole:
+    `cut` (step 6's largest data file lost its end) and `lost` (a file of step 6 is gone). A copied step stands for
+    a later save, as in test_failure_paths, without training a second run (~5 CPU-s)."""
     root = tmp_path_factory.mktemp("stale")
-    run = root / "cut"
-    every = ["trainer.max_steps=4", "trainer.eval_every=2", "trainer.checkpoint_every=2"]
-    run_rlexp(*TRAIN, *every, f"hydra.run.dir={run}", cwd=root, check=True)
-    actor = run / "checkpoints" / "actor"
-    assert sorted(p.name for p in actor.iterdir() if p.name.isdigit()) == ["2", "4"]
-    shutil.copytree(run, root / "lost")
-    data = max((actor / "4" / "model_params").rglob("d/*"), key=lambda p: p.stat().st_size)
-    data.write_bytes(data.read_bytes()[:200])
-    gone = max(
-        (root / "lost" / "checkpoints" / "actor" / "4" / "model_params").rglob("d/*"), key=lambda p: p.stat().st_size
-    )
-    gone.unlink()
+    for how in ("cut", "lost"):
+        run = root / how
+        shutil.copytree(trained_run, run)
+        actor = run / "checkpoints" / "actor"
+        shutil.copytree(actor / "3", actor / "6")
+        data = max((actor / "6" / "model_params").rglob("d/*"), key=lambda p: p.stat().st_size)
+        if how == "cut":
+            data.write_bytes(data.read_bytes()[:200])
+        else:
+            data.unlink()
     return root

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -49,8 +50,9 @@ def test_group_appends_stay_legal_while_undeclared_keys_are_refused() -> None:
 def test_debug_and_full_error_keep_the_traceback(module: str, args: list[str], tmp_path: Path) -> None:
     proc = rlexp(*args, cwd=tmp_path, module=module)
     assert proc.returncode != 0 and "Traceback" in proc.stderr and "Error" in proc.stderr
-    full = rlexp("trainer.adam_b1=2", "hydra.run.dir=run", cwd=tmp_path, HYDRA_FULL_ERROR="1")
-    assert full.returncode != 0 and "Traceback" in full.stderr and "ConfigError" in full.stderr
+    if module == "rlexp":  # HYDRA_FULL_ERROR=1: the same command for both, run once
+        full = rlexp("trainer.adam_b1=2", "hydra.run.dir=run", cwd=tmp_path, HYDRA_FULL_ERROR="1")
+        assert full.returncode != 0 and "Traceback" in full.stderr and "ConfigError" in full.stderr
 
 
 def test_validate_counts_dropped_rows(tmp_path: Path) -> None:
@@ -76,31 +78,6 @@ def test_run_time_failure_keeps_its_traceback_in_the_run_log(tmp_path: Path) -> 
     assert line.removeprefix("rlexp: error: ") in log and "Traceback (most recent call last)" in log
 
 
-@pytest.mark.slow
-def test_a_resume_refused_on_its_data_leaves_the_run_dir_as_it_was(bad_files: Path, tmp_path: Path) -> None:
-    """An interrupted run, whose data file is then re-encoded: the resume ends in one line naming the file, and
-    the run dir (Hydra's records, main.log, summary.json) is byte for byte the interrupted run's."""
-    data, run = tmp_path / "rows.jsonl", tmp_path / "run"
-    shutil.copy(bad_files / "rows.jsonl", data)
-    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"} | {"PYTHONPATH": str(REPO)}
-    args = [
-        "dataset=jsonl",
-        f"dataset.source={data}",
-        "dataset.eval_size=8",
-        *TRAIN,
-        "trainer.eval_prompts=8",
-        f"hydra.run.dir={run}",
-    ]
-    cmd = [sys.executable, "-c", INTERRUPT, *args]
-    first = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
-    assert first.returncode == 1 and (run / ".hydra" / "overrides.yaml").is_file(), first.stderr[-2000:]
-    shutil.copy(bad_files / "latin1.jsonl", data)
-    before = tree_hash(run)
-    refused = rlexp(*args, cwd=tmp_path)
-    assert refused.returncode == 1 and "rows.jsonl:41: not UTF-8" in one_line(refused)
-    assert tree_hash(run) == before, "a refused resume changed the run dir"
-
-
 # Ctrl-C arrives as the first optimizer update is about to start: nothing is saved, and the line says so.
 INTERRUPT = """
 import os, runpy, signal, sys
@@ -116,17 +93,51 @@ runpy.run_module("rlexp", run_name="__main__", alter_sys=True)
 """
 
 
-@pytest.mark.slow
-def test_ctrl_c_before_step_1_claims_no_checkpoint(tmp_path: Path) -> None:
-    run = tmp_path / "run"
+@dataclass
+class Interrupted:
+    """A run of a user's jsonl file, Ctrl-C'd before step 1: what the command printed, its run dir and data file."""
+
+    proc: subprocess.CompletedProcess
+    args: list[str]
+    run: Path
+    data: Path
+
+
+@pytest.fixture(scope="module")
+def interrupted(bad_files: Path, tmp_path_factory: pytest.TempPathFactory) -> Interrupted:
+    """One interrupted run shared by the two tests below (each start of a training process costs ~5 CPU-s)."""
+    root = tmp_path_factory.mktemp("interrupted")
+    data, run = root / "rows.jsonl", root / "run"
+    shutil.copy(bad_files / "rows.jsonl", data)
     env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"} | {"PYTHONPATH": str(REPO)}
-    cmd = [sys.executable, "-c", INTERRUPT, *TRAIN, f"hydra.run.dir={run}"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+    # 16 eval rows: TRAIN's trainer.eval_prompts, so the run's programs are the shared run's (compiled once)
+    args = ["dataset=jsonl", f"dataset.source={data}", "dataset.eval_size=16", *TRAIN, f"hydra.run.dir={run}"]
+    cmd = [sys.executable, "-c", INTERRUPT, *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=root, env=env, timeout=600)
+    return Interrupted(proc, args, run, data)
+
+
+@pytest.mark.slow
+def test_ctrl_c_before_step_1_claims_no_checkpoint(interrupted: Interrupted) -> None:
+    proc, run = interrupted.proc, interrupted.run
     errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("rlexp: error:")]
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert errors == [f"rlexp: error: {run}: interrupted before step 1, no checkpoint saved; rerun to start again"]
     assert not list((run / "checkpoints" / "actor").glob("[0-9]*"))
     assert json.loads((run / "summary.json").read_text())["status"] == "interrupted"
+    assert (run / ".hydra" / "overrides.yaml").is_file()
+
+
+@pytest.mark.slow
+def test_a_resume_refused_on_its_data_leaves_the_run_dir_as_it_was(interrupted: Interrupted, bad_files: Path) -> None:
+    """The interrupted run, whose data file is then re-encoded: the resume ends in one line naming the file, and
+    the run dir (Hydra's records, main.log, summary.json) is byte for byte the interrupted run's."""
+    assert interrupted.proc.returncode == 1, interrupted.proc.stderr[-2000:]
+    shutil.copy(bad_files / "latin1.jsonl", interrupted.data)
+    before = tree_hash(interrupted.run)
+    refused = rlexp(*interrupted.args, cwd=interrupted.run.parent)
+    assert refused.returncode == 1 and "rows.jsonl:41: not UTF-8" in one_line(refused)
+    assert tree_hash(interrupted.run) == before, "a refused resume changed the run dir"
 
 
 @pytest.mark.slow

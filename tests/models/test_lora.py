@@ -36,8 +36,9 @@ def test_merged_adapters_equal_the_adapted_model(family, tiny_dirs):
              jax.tree_util.tree_flatten_with_path(nnx.to_pure_dict(lora_state))[0]}  # fmt: skip
     expected = {"gemma4": ("q_einsum", "kv_einsum", "attn_vec_einsum", "gate_proj"), "gpt_oss": ("q_proj", "o_proj")}
     assert all(any(e in n for n in names) for e in expected[family]), names
-    keys = iter(jax.random.split(jax.random.PRNGKey(1), len(jax.tree_util.tree_leaves(lora_state))))
-    nnx.update(adapted, jax.tree_util.tree_map(lambda x: 0.1 * jax.random.normal(next(keys), x.shape), lora_state))
+    # numpy's draws: jax.random.normal compiled a program per adapter shape (~15 s on a shared CPU)
+    rng = np.random.default_rng(1)
+    nnx.update(adapted, jax.tree_util.tree_map(lambda x: 0.1 * rng.standard_normal(x.shape, np.float32), lora_state))
 
     merged = load_model(cfg.model, None)
     flat = merged_state(adapted, cfg.trainer.lora.alpha, cfg.trainer.lora.rank)
@@ -94,6 +95,7 @@ def test_adapters_under_remat_full_train_as_without_it():
     positions = jnp.tile(jnp.arange(9)[None], (2, 1))
     mask = jnp.tile(jnp.tril(jnp.ones((9, 9), dtype=bool))[None], (2, 1, 1))
 
+    @nnx.jit  # one compiled program per model: op by op, the two backward passes compiled ~400 programs (~30 s)
     def lora_grads(model):
         def loss(model):
             logits, _ = model(tokens, positions, None, mask)
@@ -108,4 +110,5 @@ def test_adapters_under_remat_full_train_as_without_it():
     assert jax.tree_util.tree_structure(ours) == jax.tree_util.tree_structure(theirs)
     assert any(float(jnp.abs(g).max()) > 0 for g in leaves)
     for a, b in zip(jax.tree_util.tree_leaves(ours), leaves, strict=True):
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+        # compiled, the remat program and the plain one sum in another order: 3e-7 apart on gradients of ~1e-2
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
