@@ -56,7 +56,7 @@ def test_a_run_stopped_before_its_window_claims_no_trace_and_resumes_past_it(tmp
     than skip_steps (counted from the resume, whose first step compiles again): it says so and trains to the end."""
     run_dir = tmp_path / "run"
     args = ["trainer.max_steps=30", "trainer.eval_every=30", "trainer.checkpoint_every=30", "trainer.eval_prompts=16"]
-    args += ["trainer.eval_samples=2", "logger=none", "profile.steps=2", "profile.skip_steps=28"]
+    args += ["logger=none", "profile.steps=2", "profile.skip_steps=28"]
     args += [f"hydra.run.dir={run_dir}"]
     code, rest = sigterm_at_progress(*args, step_line="rlexp: step 3/30")  # the window is steps 29-30
     assert code == 1, rest[-2000:]
