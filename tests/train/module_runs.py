@@ -1,4 +1,4 @@
-"""In-process runs built once for a test module (`scope="module"` fixtures).
+"""In-process runs built once for a test module (module-scoped fixtures).
 
 tests/conftest.py puts cwd, os.environ, Hydra's global state and JAX's config back around each test, but a
 module-scoped fixture is set up before that snapshot is taken: what its in-process run leaves (the JAX compilation
