@@ -17,6 +17,9 @@ def train(tmp_path: Path, name: str, *extra: str) -> None:
         "trainer.max_steps=2",
         "trainer.eval_every=2",
         "trainer.checkpoint_every=2",
+        # 16 prompts x 4 samples: the sampled evals run the training rollout's 64-row programs, one pair fewer to
+        # compile in these cold runs (rlexp.train.evaluate.sample_in_chunks)
+        "trainer.eval_samples=4",
         f"hydra.run.dir={tmp_path / name}",
     ]
     out = run_rlexp(*args, *extra)

@@ -1,4 +1,4 @@
-"""`trainer.num_iterations` and `trainer.kl_estimator` through the command a user types.
+"""`trainer.num_iterations` and `trainer.kl_estimator`: the command a user types, and runs in-process as it runs.
 
 - num_iterations=2: one metrics.jsonl row per step (one rollout and its two updates), in order, rewards on each;
   checkpoints are numbered by optimizer updates (resume after SIGTERM: tests/train/test_training_e2e.py);
@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import run_rlexp
+from tests.train.test_training_e2e import run
 
 pytestmark = pytest.mark.slow  # real runs of the tiny default
 
@@ -41,16 +42,11 @@ def test_two_iterations_write_one_row_per_step_in_order(tmp_path: Path) -> None:
 
 
 def _updates(tmp_path: Path, algorithm: str, iterations: int) -> list[dict]:
+    """3 steps of `trainer=<algorithm> trainer.num_iterations=<iterations>`, in-process as `python -m rlexp` runs
+    them (the command itself: test_two_iterations_write_one_row_per_step_in_order)."""
     run_dir = tmp_path / f"{algorithm}{iterations}"
     steps = ["trainer.max_steps=3", "trainer.eval_every=3", "trainer.checkpoint_every=3"]
-    run_rlexp(
-        f"trainer={algorithm}",
-        f"trainer.num_iterations={iterations}",
-        *steps,
-        *QUICK,
-        f"hydra.run.dir={run_dir}",
-        check=True,
-    )
+    run(run_dir, [f"trainer={algorithm}", f"trainer.num_iterations={iterations}", *steps, *QUICK])
     return [{k: r[k] for k in ("loss", "grad_norm", "rewards/sum")} for r in _rows(run_dir)[1:]]
 
 
@@ -67,6 +63,6 @@ def test_gspo_equals_grpo_at_one_iteration_and_differs_at_two(tmp_path: Path) ->
 def test_default_k3_kl_is_never_negative(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     steps = ["trainer.max_steps=40", "trainer.eval_every=40", "trainer.checkpoint_every=40"]
-    run_rlexp(*steps, *QUICK, f"hydra.run.dir={run_dir}", check=True)
+    run(run_dir, [*steps, *QUICK])  # in-process, as `python -m rlexp` runs it
     kls = [r["kl"] for r in _rows(run_dir) if "kl" in r]
     assert len(kls) == 40 and min(kls) >= 0.0 and max(kls) > 0.0, kls

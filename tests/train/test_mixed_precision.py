@@ -22,7 +22,9 @@ def test_a_bfloat16_run_trains_and_checkpoints(lora: list[str], tmp_path: Path) 
     """With LoRA this failed at the first rollout before (the bf16 KV cache refused the adapters' float32
     projections), and `model.dtype=bfloat16` is every hub model option's default."""
     run_dir = tmp_path / "run"
-    args = ["model.dtype=bfloat16", *lora, *SHORT, f"hydra.run.dir={run_dir}"]
+    # 16 prompts x 4 samples: the sampled evals run the training rollout's bf16 programs (64 rows) instead of
+    # compiling a pair of their own (rlexp.train.evaluate.sample_in_chunks)
+    args = ["model.dtype=bfloat16", *lora, *SHORT, "trainer.eval_samples=4", f"hydra.run.dir={run_dir}"]
     out = run_rlexp(*args)
     assert out.returncode == 0, out.stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())

@@ -104,18 +104,11 @@ def test_the_correction_weighs_a_stale_batch_against_the_weights_that_train_on_i
     mismatch = {}
     for k in (0, 1):
         run_dir = tmp_path / f"k{k}"
-        proc = run_rlexp(
-            f"trainer.off_policy.max_staleness={k}",
-            "trainer.correction.mode=tis_token",
-            "trainer.max_steps=10",
-            "trainer.eval_every=10",
-            "trainer.checkpoint_every=10",
-            "trainer.eval_prompts=16",
-            "logger=none",
-            f"output_dir={run_dir}",
-            timeout=900,
-        )
-        assert proc.returncode == 0, proc.stderr[-3000:]
+        # 10 steps, in-process as `python -m rlexp` runs them (the command itself: the tests above); 16 x 4 eval
+        # samples: the sampled evals run the rollout's 64-row programs
+        steps = [*SHORT, "trainer.max_steps=10", "trainer.eval_every=10", "trainer.checkpoint_every=10"]
+        steps += ["trainer.eval_samples=4"]
+        run(run_dir, [*steps, f"trainer.off_policy.max_staleness={k}", "trainer.correction.mode=tis_token"])
         by_step = rows(run_dir)
         mismatch[k] = [by_step[s]["mismatch/logprob_abs_diff_mean"] for s in range(3, 11)]
         assert all(by_step[s]["correction/is_ratio_max"] > 0 for s in range(1, 11))

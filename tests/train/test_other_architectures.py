@@ -42,8 +42,10 @@ def test_three_grpo_steps(family: str, extra: list[str], tmp_path: Path) -> None
         "trainer.max_steps=3",
         "trainer.eval_every=3",
         "trainer.checkpoint_every=3",
+        # 8 prompts x 8 samples: the sampled evals are the training rollout's 64 rows and run its compiled
+        # programs (rlexp.train.evaluate.sample_in_chunks); 8 x 1 compiled a prefill and decode pair of their own
         "trainer.eval_prompts=8",
-        "trainer.eval_samples=1",
+        "trainer.eval_samples=8",
         f"hydra.run.dir={run_dir}",
         *extra,
     ]

@@ -55,9 +55,10 @@ def test_a_run_stopped_before_its_window_claims_no_trace_and_resumes_past_it(tmp
     """SIGTERM before the traced steps: no trace, and summary.json says none. The resumed run has fewer steps left
     than skip_steps (counted from the resume, whose first step compiles again): it says so and trains to the end."""
     run_dir = tmp_path / "run"
-    args = ["trainer.max_steps=100", "trainer.eval_every=50", "trainer.checkpoint_every=50", "trainer.eval_prompts=16"]
-    args += ["logger=none", "profile.steps=2", "profile.skip_steps=95", f"hydra.run.dir={run_dir}"]
-    code, rest = sigterm_at_progress(*args, step_line="rlexp: step 10/100")
+    args = ["trainer.max_steps=30", "trainer.eval_every=30", "trainer.checkpoint_every=30", "trainer.eval_prompts=16"]
+    args += ["logger=none", "profile.steps=2", "profile.skip_steps=28"]
+    args += [f"hydra.run.dir={run_dir}"]
+    code, rest = sigterm_at_progress(*args, step_line="rlexp: step 3/30")  # the window is steps 29-30
     assert code == 1, rest[-2000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "interrupted" and summary["profile"] is None
@@ -65,11 +66,11 @@ def test_a_run_stopped_before_its_window_claims_no_trace_and_resumes_past_it(tmp
     stopped = summary["train"]["steps"]
     resumed = _rlexp(*args, cwd=REPO)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert f"profile.skip_steps=95: {100 - stopped} steps left after resuming at step {stopped}; no trace taken" in (
+    assert f"profile.skip_steps=28: {30 - stopped} steps left after resuming at step {stopped}; no trace taken" in (
         resumed.stderr
     )
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["status"] == "completed" and summary["train"]["steps"] == 100 and summary["profile"] is None
+    assert summary["status"] == "completed" and summary["train"]["steps"] == 30 and summary["profile"] is None
 
 
 def test_no_profile_by_default(tmp_path: Path) -> None:

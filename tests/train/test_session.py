@@ -22,21 +22,35 @@ from rlexp.train.evaluate import EVAL_SEED_OFFSET, sample_in_chunks
 from tests.helpers import SHORT, run_rlexp, start_rlexp
 
 
+@pytest.fixture(scope="module")
+def default_logger_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
+    """One `python -m rlexp` run of SHORT with the default (wandb) logger, 5 eval samples per prompt, JAX logging
+    each trace (JAX_LOG_COMPILES: logged at tracing, a warm compile cache or not) and `-X importtime`: (run dir,
+    stdout, stderr). The traces and the wandb tests each read what they need of it."""
+    run_dir = tmp_path_factory.mktemp("session") / "run"
+    overrides = [o for o in SHORT if not o.startswith("logger=")]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
+    out = run_rlexp(
+        *overrides,
+        "trainer.eval_samples=5",
+        f"output_dir={run_dir}",
+        env={**env, "JAX_LOG_COMPILES": "1"},
+        python=["-X", "importtime"],
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    return run_dir, out.stdout, out.stderr
+
+
 @pytest.mark.slow
-def test_evals_before_during_and_after_training_trace_each_program_once(tmp_path: Path) -> None:
+def test_evals_before_during_and_after_training_trace_each_program_once(
+    default_logger_run: tuple[Path, str, str],
+) -> None:
     """jit keys its traces on the active mesh context: an eval before training outside the actor mesh (which the
     mid-run evals run under) traced and loaded every eval program a second time at the first mid-run eval. The
     sampled eval (16 prompts x 5 = 80 completions) runs as two calls of the training rollout's 64 rows, the second
     topped up, so it compiles nothing of its own."""
-    cmd = [*SHORT, "trainer.eval_samples=5"]
-    out = run_rlexp(
-        *cmd,
-        f"output_dir={tmp_path}",
-        f"compile_cache.dir={tmp_path}/cache",
-        env={**os.environ, "JAX_LOG_COMPILES": "1"},
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    log = out.stdout + out.stderr  # JAX's log lines go through Hydra's console handler (stdout)
+    run_dir, stdout, stderr = default_logger_run
+    log = stdout + stderr  # JAX's log lines go through Hydra's console handler (stdout)
     decodes = re.findall(r"Compiling jit\(_decode_fn\) with global shapes and types \((.*?)\)\. Argument", log)
     assert decodes, log[-2000:]
     batch_rows = sorted({re.findall(r"int32\[(\d+),", d)[0] for d in decodes}, key=int)
@@ -44,9 +58,9 @@ def test_evals_before_during_and_after_training_trace_each_program_once(tmp_path
     # step 4 and after all hit the same two programs
     assert batch_rows == ["16", "64"], batch_rows
     assert len(decodes) == 2, f"{len(decodes)} decode traces for 2 shapes"
-    evals = json.loads((tmp_path / "evals.json").read_text())
+    evals = json.loads((run_dir / "evals.json").read_text())
     assert sorted(evals) == ["4", "after", "before"] and all(0 <= e["pass_at_1"] <= 1 for e in evals.values())
-    assert evals["before"]["truncated"] == 0.0 and "rlexp: warning" not in out.stderr  # 4 tokens fit a+b answers
+    assert evals["before"]["truncated"] == 0.0 and "rlexp: warning" not in stderr  # 4 tokens fit a+b answers
 
 
 @pytest.mark.slow
@@ -55,6 +69,7 @@ def test_a_completion_budget_that_cuts_the_answers_is_named_before_the_first_ste
     the run says which key to raise before it trains on cut answers."""
     cmd = [*SHORT, "trainer.max_steps=2", "trainer.eval_every=2"]
     cmd += ["trainer.checkpoint_every=2", "trainer.max_completion_tokens=1", f"output_dir={tmp_path}"]
+    cmd += ["trainer.eval_samples=4"]  # 16 x 4: the sampled eval runs the rollout's programs, no pair of its own
     out = run_rlexp(*cmd)
     assert out.returncode == 0, out.stderr[-2000:]
     [warning] = [line for line in out.stderr.splitlines() if line.startswith("rlexp: warning")]
@@ -64,20 +79,18 @@ def test_a_completion_budget_that_cuts_the_answers_is_named_before_the_first_ste
 
 
 @pytest.mark.slow
-def test_the_default_wandb_logger_gets_every_row_from_its_own_process(tmp_path: Path) -> None:
+def test_the_default_wandb_logger_gets_every_row_from_its_own_process(
+    default_logger_run: tuple[Path, str, str],
+) -> None:
     """`python -m rlexp` logs to wandb (offline without a key) from the tracker's child process (the trainer
     itself never imports wandb): the run starts while the eval before training runs, and still receives every
     step's and every eval's row, then the summary."""
-    overrides = [o for o in SHORT if not o.startswith("logger=")]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
-    cmd = [*overrides, f"output_dir={tmp_path}"]
-    out = run_rlexp(*cmd, f"compile_cache.dir={tmp_path}/cache", env=env, python=["-X", "importtime"])
-    assert out.returncode == 0, out.stderr[-2000:]
-    imported = {line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines() if line.startswith("import time:")}
+    run_dir, _, stderr = default_logger_run
+    imported = {line.rsplit("|", 1)[-1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
     assert "jax" in imported and "wandb" not in imported  # -X importtime covers this process, not its children
-    record = json.loads((tmp_path / "wandb_run.json").read_text())
+    record = json.loads((run_dir / "wandb_run.json").read_text())
     assert record["mode"] == "offline" and not record["resumed"]
-    [run_file] = (tmp_path / "wandb").glob(f"offline-run-*-{record['id']}/run-{record['id']}.wandb")
+    [run_file] = (run_dir / "wandb").glob(f"offline-run-*-{record['id']}/run-{record['id']}.wandb")
 
     def complete(data: bytes) -> bool:
         # each history row carries its keys: every one of the 8 steps and the 3 evals (before, at 4, after), and

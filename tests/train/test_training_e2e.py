@@ -7,6 +7,7 @@ metrics identical to an uninterrupted run, resume=never refusing a used run dir.
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from rlexp.rewards.registry import register
 from rlexp.train.run import train
 from tests.helpers import SHORT, compose_cfg, in_eval
 from tests.resume import SIGTERM_REWARD, assert_same_steps, sigterm_then_resume, train_steps, untimed
+from tests.train.module_runs import process_state_kept
 
 pytestmark = pytest.mark.slow
 
@@ -36,8 +38,39 @@ def records(run_dir: Path, name: str = "metrics.jsonl") -> list[dict]:
     return [json.loads(line) for line in (run_dir / name).read_text().splitlines()]
 
 
-def test_short_run_writes_run_dir_contract(tmp_path: Path) -> None:
-    objective = run(tmp_path, SHORT)
+SLOW = 2.0  # seconds added to every checkpoint save and eval of the SHORT run
+
+
+@pytest.fixture(scope="module")
+def short_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float]:
+    """SHORT (8 steps, evals at 0, 4 and 8, checkpoints at 4 and 8) with every checkpoint save and eval made SLOW
+    seconds longer: (run dir, objective). Read by the tests below; those that run in a run dir again copy it."""
+    from tunix.sft import checkpoint_manager
+
+    import rlexp.train.evaluate
+
+    save, evaluate = checkpoint_manager.CheckpointManager.save, rlexp.train.evaluate.evaluate
+
+    def slow_save(self, *args, **kwargs):
+        saved = save(self, *args, **kwargs)
+        if saved:
+            time.sleep(SLOW)
+        return saved
+
+    def slow_evaluate(*args, **kwargs):
+        time.sleep(SLOW)
+        return evaluate(*args, **kwargs)
+
+    run_dir = tmp_path_factory.mktemp("short") / "run"
+    with process_state_kept(), pytest.MonkeyPatch.context() as patch:
+        patch.setattr(checkpoint_manager.CheckpointManager, "save", slow_save)
+        patch.setattr(rlexp.train.evaluate, "evaluate", slow_evaluate)
+        objective = run(run_dir, SHORT)
+    return run_dir, objective
+
+
+def test_short_run_writes_run_dir_contract(short_run: tuple[Path, float]) -> None:
+    tmp_path, objective = short_run
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["train"]["steps"] == 8
     for key in ("pass_at_1", "greedy_accuracy"):
@@ -75,29 +108,10 @@ def test_short_run_writes_run_dir_contract(tmp_path: Path) -> None:
     assert sorted(p.name for p in (tmp_path / "checkpoints" / "actor").iterdir()) == ["4", "8"]
 
 
-def test_saves_and_mid_run_evals_are_timed_apart_from_the_steps(tmp_path: Path, monkeypatch) -> None:
+def test_saves_and_mid_run_evals_are_timed_apart_from_the_steps(short_run: tuple[Path, float]) -> None:
     """Every checkpoint save and eval made SLOW seconds longer: no step takes them, and they are reported on the
     steps that saved (perf/checkpoint_time_sec) and were evaluated (perf/eval_time_sec)."""
-    from tunix.sft import checkpoint_manager
-
-    import rlexp.train.evaluate
-
-    slow = 2.0
-    save, evaluate = checkpoint_manager.CheckpointManager.save, rlexp.train.evaluate.evaluate
-
-    def slow_save(self, *args, **kwargs):
-        saved = save(self, *args, **kwargs)
-        if saved:
-            time.sleep(slow)
-        return saved
-
-    def slow_evaluate(*args, **kwargs):
-        time.sleep(slow)
-        return evaluate(*args, **kwargs)
-
-    monkeypatch.setattr(checkpoint_manager.CheckpointManager, "save", slow_save)
-    monkeypatch.setattr(rlexp.train.evaluate, "evaluate", slow_evaluate)
-    run(tmp_path, SHORT)  # 8 steps, evals at 0, 4 and 8, checkpoints at 4 and 8
+    tmp_path, slow = short_run[0], SLOW
     rows = {r["step"]: r for r in records(tmp_path)}
     assert [s for s in rows if "perf/checkpoint_time_sec" in rows[s]] == [4, 8]
     assert [s for s in rows if "perf/eval_time_sec" in rows[s]] == [0, 4, 8]
@@ -108,17 +122,8 @@ def test_saves_and_mid_run_evals_are_timed_apart_from_the_steps(tmp_path: Path, 
 
 
 def test_reward_rises(tmp_path: Path) -> None:
-    run(
-        tmp_path,
-        [
-            "trainer.max_steps=80",
-            "trainer.eval_every=80",
-            "trainer.checkpoint_every=80",
-            "trainer.eval_prompts=16",
-            "trainer.eval_samples=1",
-            "logger=none",
-        ],
-    )
+    # SHORT's evals (16 prompts, 2 samples each): programs the suite compiles anyway
+    run(tmp_path, [*SHORT, "trainer.max_steps=80", "trainer.eval_every=80", "trainer.checkpoint_every=80"])
     rewards = [train_steps(tmp_path)[s]["rewards/sum"] for s in range(1, 81)]
     first, last = np.mean(rewards[:25]), np.mean(rewards[-25:])
     assert last > first + 0.05, (first, last)
@@ -153,43 +158,43 @@ def test_sigterm_checkpoints_and_resume_equals_uninterrupted(iterations: int, tm
     assert untimed(after["eval"]["after"]) == pytest.approx(untimed(reference))
 
 
-def test_resume_never_refuses_a_used_run_dir(tmp_path: Path) -> None:
-    run(tmp_path, [*SHORT, "trainer.max_steps=4", "trainer.eval_every=4", "trainer.checkpoint_every=4"])
+def test_resume_never_refuses_a_used_run_dir(short_run: tuple[Path, float], tmp_path: Path) -> None:
+    shutil.copytree(short_run[0], tmp_path, dirs_exist_ok=True)  # the SHORT run's dir, a copy of this test's own
     before = (tmp_path / "summary.json").read_text()
     with pytest.raises(ConfigError, match="trainer.resume='never'.*already holds checkpoints"):
-        run(
-            tmp_path,
-            [
-                *SHORT,
-                "trainer.max_steps=4",
-                "trainer.eval_every=4",
-                "trainer.checkpoint_every=4",
-                "trainer.resume=never",
-            ],
-        )
+        run(tmp_path, [*SHORT, "trainer.resume=never"])
     assert (tmp_path / "summary.json").read_text() == before  # nothing overwritten
 
 
-def test_resume_with_another_config_is_refused(tmp_path: Path) -> None:
-    short = [*SHORT, "trainer.max_steps=4", "trainer.eval_every=4", "trainer.checkpoint_every=4"]
-    run(tmp_path, short)
+def test_resume_with_another_config_is_refused(short_run: tuple[Path, float], tmp_path: Path) -> None:
+    shutil.copytree(short_run[0], tmp_path, dirs_exist_ok=True)
     with pytest.raises(
         ConfigError, match=r"trainer.learning_rate=0.002: .* was trained with trainer.learning_rate=0.001"
     ):
-        run(tmp_path, [*short, "trainer.learning_rate=2e-3"])
-    run(tmp_path, [*short, "logger=none", "compile_cache.enabled=false"])  # tracking/caching may change
+        run(tmp_path, [*SHORT, "trainer.learning_rate=2e-3"])
+    run(tmp_path, [*SHORT, "logger=none", "compile_cache.enabled=false"])  # tracking/caching may change
 
 
-def test_micro_batches_accumulate_into_one_update_per_step(tmp_path: Path) -> None:
-    run(tmp_path, [*SHORT, "trainer.max_steps=4", "trainer.micro_batch_size=2", "trainer.rollout_micro_batch_size=4"])
+@pytest.fixture(scope="module")
+def lora_micro_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """4 steps of LoRA adapters (rank 4) trained over micro-batches of 2 prompts: one run for the two tests below."""
+    run_dir = tmp_path_factory.mktemp("lora_micro") / "run"
+    micro = ["trainer.micro_batch_size=2", "trainer.rollout_micro_batch_size=4"]
+    with process_state_kept():
+        run(run_dir, [*SHORT, "trainer.max_steps=4", *micro, "trainer.lora.rank=4", "trainer.learning_rate=3e-3"])
+    return run_dir
+
+
+def test_micro_batches_accumulate_into_one_update_per_step(lora_micro_run: Path) -> None:
+    tmp_path = lora_micro_run
     steps = train_steps(tmp_path)
     assert sorted(steps) == [1, 2, 3, 4]  # 4 optimizer updates, each over 4 micro-batches of 2 prompts
     assert all("loss" in steps[s] for s in (2, 3, 4))
     assert sorted(p.name for p in (tmp_path / "checkpoints" / "actor").iterdir()) == ["4"]
 
 
-def test_lora_trains_only_adapters(tmp_path: Path) -> None:
-    run(tmp_path, [*SHORT, "trainer.max_steps=4", "trainer.lora.rank=4", "trainer.learning_rate=3e-3"])
+def test_lora_trains_only_adapters(lora_micro_run: Path) -> None:
+    tmp_path = lora_micro_run
     steps = train_steps(tmp_path)
     assert sorted(steps) == [1, 2, 3, 4] and all(steps[s]["grad_norm"] > 0 for s in (2, 3, 4))
     saved = tmp_path / "checkpoints" / "actor" / "4" / "model_params"
