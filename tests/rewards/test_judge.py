@@ -181,11 +181,17 @@ J = "reward.functions.0.kwargs"
         ([f"{J}.model=m", f"{J}.api_key_env=RLEXP_UNSET_JUDGE_KEY"], "kwargs.api_key_env='RLEXP_UNSET_JUDGE_KEY': export"),
     ],
 )  # fmt: skip
-def test_bad_judge_configs_are_one_line_and_write_nothing(tmp_path: Path, overrides: list[str], line: str) -> None:
+def test_bad_judge_configs_are_one_line_and_write_nothing(
+    tmp_path: Path, overrides: list[str], line: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """`rlexp reward=judge ...` in-process (the command as a process: the unreachable-judge test below)."""
+    from tests.launch.conftest import run_cli
+
     run = tmp_path / "run"
-    out = _rlexp(["reward=judge", *overrides], run)
-    assert out.returncode == 2, out.stderr[-2000:]
-    assert line in out.stderr and len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+    code = run_cli(monkeypatch, "reward=judge", *overrides, f"hydra.run.dir={run}")
+    err = capsys.readouterr().err
+    assert code == 2, err[-2000:]
+    assert line in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     assert not run.exists() or not any(run.iterdir())  # Hydra makes the folder; nothing is written in it
 
 
