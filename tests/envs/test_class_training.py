@@ -51,9 +51,15 @@ def test_a_two_tool_class_trains_through_the_command(tmp_path: Path) -> None:
         ("Undocumented", "tool method Undocumented.peek has no docstring"),
     ],
 )
-def test_the_command_refuses_a_bad_class_in_one_line(tmp_path: Path, cls: str, needle: str) -> None:
+def test_the_command_refuses_a_bad_class_in_one_line(
+    tmp_path: Path, cls: str, needle: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """`rlexp env=class ...` in-process (the command as a process: the training test above)."""
+    from tests.launch.conftest import run_cli
+
     target = f"{REPO / 'tests' / 'envs' / 'counter_env.py'}:{cls}"
-    proc = run_rlexp("env=class", f"env.target={target}", "logger=none", f"hydra.run.dir={tmp_path}", timeout=300)
-    lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-2000:]
+    code = run_cli(monkeypatch, "env=class", f"env.target={target}", "logger=none", f"hydra.run.dir={tmp_path}")
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1, err[-2000:]
     assert lines[0].startswith("rlexp: error: env.target=") and needle in lines[0]
