@@ -37,6 +37,19 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return run
 
 
+@pytest.fixture(scope="module")
+def ours(trained: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """rlexp's own greedy eval of the trained run (`python -m rlexp.eval`), once for the tests that compare with it."""
+    return rlexp_eval(trained, tmp_path_factory.mktemp("eval") / "e.json")
+
+
+def export(*args: str) -> int:
+    """`rlexp export` in this process (its command as typed is run by `trained` and the adapter test)."""
+    from rlexp.export import main
+
+    return main(list(args))
+
+
 def rlexp_eval(run: Path, out: Path, *overrides: str) -> dict:
     """`python -m rlexp.eval RUN`: rlexp's own greedy answers for the run's checkpoint."""
     run_rlexp(str(run), *overrides, "--out", str(out), module="rlexp.eval", check=True)
@@ -74,9 +87,8 @@ def transformers_answers(hf: Path, prompts: list[str], *, chat: bool) -> list[st
 
 
 @pytest.mark.slow
-def test_transformers_reproduces_rlexps_greedy_eval(trained: Path, tmp_path: Path) -> None:
+def test_transformers_reproduces_rlexps_greedy_eval(trained: Path, ours: dict) -> None:
     hf = trained.parent / "hf"
-    ours = rlexp_eval(trained, tmp_path / "e.json")
     rows = questions(trained)
     theirs = transformers_answers(hf, [rows[r["id"]]["question"] for r in ours["rows"]], chat=False)
     assert len(theirs) == 16
@@ -95,7 +107,7 @@ def test_transformers_reproduces_rlexps_greedy_eval(trained: Path, tmp_path: Pat
 
     before = load_file(hf / "model.safetensors")
     (hf / "model.safetensors").unlink()
-    run_rlexp(str(trained), "--out", str(hf), module="rlexp.export", check=True)
+    assert export(str(trained), "--out", str(hf)) == 0
     again = load_file(hf / "model.safetensors")
     assert sorted(again) == sorted(before) and all(np.array_equal(again[k], before[k]) for k in before)
 
@@ -109,7 +121,7 @@ def test_chat_template_run_answers_through_apply_chat_template(tmp_path: Path) -
     overrides = ["model=tiny_tools", "chat_template=chatml", "trainer.max_prompt_tokens=32", "trainer.eval_prompts=8"]
     make_run(tmp_path / "run", None, overrides, step=3)
     hf = tmp_path / "hf"
-    run_rlexp(str(tmp_path / "run"), "--out", str(hf), module="rlexp.export", check=True)
+    assert export(str(tmp_path / "run"), "--out", str(hf)) == 0
     ours = rlexp_eval(tmp_path / "run", tmp_path / "e.json")
     rows = questions(tmp_path / "run")
     tok = transformers.AutoTokenizer.from_pretrained(hf)
@@ -124,7 +136,9 @@ def test_chat_template_run_answers_through_apply_chat_template(tmp_path: Path) -
 
 
 @pytest.mark.slow
-def test_lora_adapters_load_in_peft_with_the_merged_exports_logits(tmp_path: Path) -> None:
+def test_lora_adapters_load_in_peft_with_the_merged_exports_logits(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     import torch
     import transformers
     from peft import PeftModel
@@ -132,7 +146,7 @@ def test_lora_adapters_load_in_peft_with_the_merged_exports_logits(tmp_path: Pat
     from rlexp.models.loader import BUILTIN_DIR
 
     make_run(tmp_path / "run", None, ["model=tiny", "trainer.lora.rank=4"], step=2, lora=True)
-    run_rlexp(str(tmp_path / "run"), "--out", str(tmp_path / "merged"), module="rlexp.export", check=True)
+    assert export(str(tmp_path / "run"), "--out", str(tmp_path / "merged")) == 0
     proc = run_rlexp(str(tmp_path / "run"), "--out", str(tmp_path / "peft"), "--adapter", module="rlexp.export")
     assert proc.returncode == 0, proc.stderr[-2000:]
     config = json.loads((tmp_path / "peft" / "adapter_config.json").read_text())
@@ -150,9 +164,11 @@ def test_lora_adapters_load_in_peft_with_the_merged_exports_logits(tmp_path: Pat
     assert "library_name: peft" in (tmp_path / "peft" / "README.md").read_text()
     # a full fine-tune has no adapters: one line, exit 2
     make_run(tmp_path / "full", None, ["model=tiny"], step=1)
-    proc = run_rlexp(str(tmp_path / "full"), "--out", str(tmp_path / "none"), "--adapter", module="rlexp.export")
-    assert proc.returncode == 2 and "trained no LoRA adapters" in proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "none").exists()
+    capsys.readouterr()
+    assert export(str(tmp_path / "full"), "--out", str(tmp_path / "none"), "--adapter") == 2
+    err = capsys.readouterr().err
+    assert "trained no LoRA adapters" in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "none").exists()
 
 
 LM_EVAL_TASK = """task: rlexp_eval_rows
@@ -185,10 +201,9 @@ metadata:
 
 
 @pytest.mark.slow
-def test_lm_eval_harness_gets_rlexps_greedy_accuracy(trained: Path, tmp_path: Path) -> None:
+def test_lm_eval_harness_gets_rlexps_greedy_accuracy(trained: Path, ours: dict, tmp_path: Path) -> None:
     """lm-evaluation-harness (`lm_eval --model hf`), offline, on the export with a local task of the run's own eval
     rows: the accuracy rlexp's eval reports for that checkpoint."""
-    ours = rlexp_eval(trained, tmp_path / "e.json")
     rows = questions(trained)
     tasks = tmp_path / "tasks"
     tasks.mkdir()

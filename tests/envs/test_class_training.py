@@ -28,13 +28,13 @@ def test_the_class_tools_are_offered_in_the_tool_format() -> None:
 @pytest.mark.slow
 def test_a_two_tool_class_trains_through_the_command(tmp_path: Path) -> None:
     run_rlexp(
-        "experiment=tools_demo", "env=class", f"env.target={TARGET}", "trainer.max_steps=3", "trainer.eval_prompts=8",
-        "trainer.eval_samples=1", "trainer.eval_every=3", "trainer.checkpoint_every=3", "logger=none",
+        "experiment=tools_demo", "env=class", f"env.target={TARGET}", "trainer.max_steps=2", "trainer.eval_prompts=8",
+        "trainer.eval_samples=1", "trainer.eval_every=2", "trainer.checkpoint_every=2", "logger=none",
         f"hydra.run.dir={tmp_path}", check=True, timeout=600,
     )  # fmt: skip
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     steps = [r for r in rows if "rewards/env_class/mean" in r]
-    assert len(steps) == 3 and all(r["agent/tool_calls_mean"] > 0 for r in steps)
+    assert len(steps) == 2 and all(r["agent/tool_calls_mean"] > 0 for r in steps)
     # get_reward is 1 only where the episode's own calculator call gave its row's answer: rewards follow the calls
     assert 0 < steps[0]["rewards/env_class/mean"] <= steps[0]["agent/tool_calls_mean"]
     samples = [json.loads(line) for line in (tmp_path / "samples.jsonl").read_text().splitlines()]
@@ -51,9 +51,15 @@ def test_a_two_tool_class_trains_through_the_command(tmp_path: Path) -> None:
         ("Undocumented", "tool method Undocumented.peek has no docstring"),
     ],
 )
-def test_the_command_refuses_a_bad_class_in_one_line(tmp_path: Path, cls: str, needle: str) -> None:
+def test_the_command_refuses_a_bad_class_in_one_line(
+    tmp_path: Path, cls: str, needle: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """`rlexp env=class ...` in-process (the command as a process: the training test above)."""
+    from tests.launch.conftest import run_cli
+
     target = f"{REPO / 'tests' / 'envs' / 'counter_env.py'}:{cls}"
-    proc = run_rlexp("env=class", f"env.target={target}", "logger=none", f"hydra.run.dir={tmp_path}", timeout=300)
-    lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-2000:]
+    code = run_cli(monkeypatch, "env=class", f"env.target={target}", "logger=none", f"hydra.run.dir={tmp_path}")
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1, err[-2000:]
     assert lines[0].startswith("rlexp: error: env.target=") and needle in lines[0]

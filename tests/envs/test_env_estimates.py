@@ -90,8 +90,8 @@ def test_without_an_env_the_estimates_are_the_caps_as_before() -> None:
 def test_validate_reports_the_estimates_the_plan_holds(tmp_path: Path) -> None:
     from tests.helpers import run_rlexp
 
-    args = ["experiment=rg_demo", *LONG, "trainer.max_prompt_tokens=120", "logger=none", "trainer.max_steps=2"]
-    args += ["trainer.eval_every=2", "trainer.checkpoint_every=2", "trainer.eval_prompts=6", "cost.step_time_s=0.5"]
+    args = ["experiment=rg_demo", *LONG, "trainer.max_prompt_tokens=120", "logger=none", "trainer.max_steps=1"]
+    args += ["trainer.eval_every=1", "trainer.checkpoint_every=1", "trainer.eval_prompts=6", "cost.step_time_s=0.5"]
     run_rlexp(*args, f"hydra.run.dir={tmp_path / 'v'}", "validate.rows=4", module="rlexp.validate", check=True)
     run_rlexp(*args, f"hydra.run.dir={tmp_path / 'r'}", check=True)
     validation = json.loads((tmp_path / "v" / "validation.json").read_text())

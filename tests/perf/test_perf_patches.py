@@ -68,22 +68,35 @@ def test_a_changed_library_source_fails_in_one_line_naming_the_patch_and_the_key
     )  # malloc: not for the tiny model's buffers
 
 
-def _train_step_program(run_dir: Path, *overrides: str) -> str:
-    dump = run_dir / "hlo"
-    flags = f"--xla_dump_to={dump} --xla_dump_hlo_as_text --xla_dump_hlo_module_re=.*train_step.*"
-    cut = ["trainer.max_steps=1", "trainer.eval_every=1", "trainer.checkpoint_every=1"]
-    out = _rlexp(*SHORT, *cut, *overrides, f"hydra.run.dir={run_dir / 'run'}", env={"XLA_FLAGS": flags})
-    assert out.returncode == 0, out.stderr[-3000:]
-    (text,) = [p.read_text() for p in dump.glob("*jit__train_step*after_optimizations.txt")]
+@pytest.fixture(scope="module")
+def default_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The embedded default as typed, with the patches and with `perf.patches=[]`, XLA dumping the train step's
+    programs (`<run>/hlo`): one pair of runs for what they compile and for what they learn."""
+    runs = {}
+    for name, extra in (("all", []), ("none", ["perf.patches=[]"])):
+        run_dir = tmp_path_factory.mktemp(name)
+        flags = f"--xla_dump_to={run_dir / 'hlo'} --xla_dump_hlo_as_text --xla_dump_hlo_module_re=.*train_step.*"
+        out = _rlexp("logger=none", *extra, f"hydra.run.dir={run_dir / 'run'}", env={"XLA_FLAGS": flags})
+        assert out.returncode == 0, out.stderr[-3000:]
+        runs[name] = run_dir
+    return runs
+
+
+def _train_step_program(run_dir: Path) -> str:
+    (text,) = [p.read_text() for p in (run_dir / "hlo").glob("*jit__train_step*after_optimizations.txt")]
     return text
 
 
+def _summary(run_dir: Path) -> dict:
+    return json.loads((run_dir / "run" / "summary.json").read_text())
+
+
 @pytest.mark.slow
-def test_no_patches_compiles_tunix_s_own_programs(tmp_path: Path) -> None:
-    patched = _train_step_program(tmp_path / "all")
-    own = _train_step_program(tmp_path / "none", "perf.patches=[]")
+def test_no_patches_compiles_tunix_s_own_programs(default_runs: dict[str, Path]) -> None:
+    patched = _train_step_program(default_runs["all"])
+    own = _train_step_program(default_runs["none"])
     assert patched != own
-    summary = json.loads((tmp_path / "none" / "run" / "summary.json").read_text())
+    summary = _summary(default_runs["none"])
     assert summary["perf"]["patches"] == [] and summary["perf"]["kernels"] == {}
     # and Tunix's own classes sampled: the classes that ran, taken from the live objects
     classes = summary["perf"]["classes"]
@@ -91,7 +104,7 @@ def test_no_patches_compiles_tunix_s_own_programs(tmp_path: Path) -> None:
     assert classes["rollout"] == "tunix.rl.rollout.vanilla_rollout.VanillaRollout"
     assert classes["learner"] == "tunix.rl.grpo.grpo_learner.GRPOLearner"
     assert classes["cluster"].endswith("(tunix.rl.rl_cluster.RLCluster)")  # rlexp's RecordingCluster
-    summary = json.loads((tmp_path / "all" / "run" / "summary.json").read_text())
+    summary = _summary(default_runs["all"])
     assert summary["perf"]["patches"] == [p for p in perf.PATCHES if p != "malloc"]  # the tiny model: small buffers
     assert summary["perf"]["kernels"] == {"decode_attention": "built"}
     assert summary["perf"]["classes"]["sampler"] == (
@@ -100,13 +113,9 @@ def test_no_patches_compiles_tunix_s_own_programs(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_no_patches_learns_as_the_patched_default_does(tmp_path: Path) -> None:
+def test_no_patches_learns_as_the_patched_default_does(default_runs: dict[str, Path]) -> None:
     """The embedded default as typed, with and without the patches: both gain pass@1, by amounts within the
     spread of seeds (README: +0.219 to +0.264), though float summation orders differ."""
-    gains = {}
-    for name, extra in (("all", []), ("none", ["perf.patches=[]"])):
-        out = _rlexp("logger=none", *extra, f"hydra.run.dir={tmp_path / name}")
-        assert out.returncode == 0, out.stderr[-3000:]
-        gains[name] = json.loads((tmp_path / name / "summary.json").read_text())["eval"]["gain"]["pass_at_1"]
+    gains = {name: _summary(run_dir)["eval"]["gain"]["pass_at_1"] for name, run_dir in default_runs.items()}
     assert gains["all"] >= 0.15 and gains["none"] >= 0.15, gains
     assert abs(gains["all"] - gains["none"]) <= 0.08, gains
