@@ -8,8 +8,6 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-import torch
-import transformers
 from flax import nnx
 from omegaconf import OmegaConf
 
@@ -53,6 +51,9 @@ def _check_round_trip(run_dir: Path, actor, out: Path, vocab: int, tokens_len: i
     from rlexp.export import main
 
     assert main([str(run_dir), "--out", str(out)]) == 0
+    import torch  # here, not at the top: collecting the suite would import torch in every worker
+    import transformers
+
     hf = transformers.AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
     tokens = np.random.default_rng(3).integers(3, vocab, size=(2, tokens_len))
     with torch.no_grad():
@@ -67,6 +68,8 @@ def test_tiny_qwen3_run_exports_to_transformers(tmp_path):
     err = _check_round_trip(tmp_path / "run", actor, out, vocab=17)
     assert err <= 1e-4
     assert {"config.json", "model.safetensors", "tokenizer.json"} <= {p.name for p in out.iterdir()}
+    import transformers
+
     tok = transformers.AutoTokenizer.from_pretrained(out)
     assert tok("1+2=")["input_ids"]
 

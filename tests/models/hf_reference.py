@@ -1,4 +1,6 @@
-"""Tiny random Hugging Face reference models for parity tests (PyTorch CPU, fp32, no downloads)."""
+"""Tiny random Hugging Face reference models for parity tests (PyTorch CPU, fp32, no downloads).
+
+torch and transformers are imported where used: collecting the suite imports this module in every pytest worker."""
 
 from __future__ import annotations
 
@@ -6,8 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
-import transformers  # noqa: E402
 
 VOCAB = 96
 
@@ -20,6 +20,9 @@ def save_reference(model: Any, out: Path) -> Path:
 
 def make_model(config: Any, seed: int = 0, std: float = 0.08) -> Any:
     """A random model whose weights are large enough for distinct, non-flat logits."""
+    import torch
+    import transformers
+
     torch.manual_seed(seed)
     config._attn_implementation = "eager"
     model = transformers.AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32)
@@ -35,11 +38,15 @@ def make_model(config: Any, seed: int = 0, std: float = 0.08) -> Any:
 
 
 def hf_logits(model: Any, tokens: np.ndarray) -> np.ndarray:
+    import torch
+
     with torch.no_grad():
         return model(torch.as_tensor(tokens, dtype=torch.long)).logits.float().numpy()
 
 
 def hf_greedy(model: Any, tokens: np.ndarray, steps: int) -> np.ndarray:
+    import torch
+
     with torch.no_grad():
         out = model.generate(
             torch.as_tensor(tokens, dtype=torch.long),

@@ -7,7 +7,6 @@ import json
 
 import numpy as np
 import pytest
-import transformers
 
 from tests.models.hf_reference import VOCAB, hf_greedy, hf_logits, make_model, prompt_tokens, save_reference
 from tests.models.parity import max_rel_error, rlexp_greedy, rlexp_logits
@@ -24,6 +23,8 @@ MOE = dict(intermediate_size=48, num_global_key_value_heads=1, attention_k_eq_v=
 
 def tiny_gemma4_config(double_wide: bool = False, moe: bool = False) -> object:
     # 6 layers, period 3 (two sliding, one global); last 3 layers reuse layers 1 (local) and 2 (global)
+    import transformers  # here: collecting the suite would import it in every worker
+
     return transformers.Gemma4TextConfig(
         **{
             "vocab_size": VOCAB,
