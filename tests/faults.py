@@ -245,8 +245,9 @@ def chain(
     timeout: float = 900,
     on_kill: Callable[[Kill], None] | None = None,
 ) -> ChainResult:
-    """Kill `workload` at random moments (SIGKILL or SIGTERM, a moment in [0, 1.1 x `duration_s`]) and resume it
-    with the same command until it completes, at most `budget` kills; then compare `target` with `reference`."""
+    """Kill `workload` at random moments (SIGKILL or SIGTERM, a moment in [0, `duration_s`]: the time a whole run
+    takes) and resume it with the same command until it completes, at most `budget` kills; then compare `target`
+    with `reference`. A moment past an attempt's end (a resume is shorter than a whole run) ends the chain."""
     if workload.prepare:
         workload.prepare(target)
     began, kills, problems, fresh_s = time.monotonic(), [], [], None
@@ -256,7 +257,7 @@ def chain(
         started = time.monotonic()
         proc = start(workload, target, tag, log)
         if len(kills) < budget:
-            at = rng.uniform(0.0, 1.1 * duration_s)
+            at = rng.uniform(0.0, duration_s)
             sig = rng.choice([signal.SIGKILL, signal.SIGTERM])
             try:
                 status = proc.wait(timeout=at)
@@ -377,6 +378,8 @@ def campaign(
 TINY = ["trainer.max_steps=4", "trainer.eval_every=2", "trainer.checkpoint_every=2", "trainer.eval_prompts=8",
         "trainer.eval_samples=1", "trainer.samples_every=2"]  # fmt: skip
 SMALL_BATCH = ["trainer.batch_size=2", "trainer.num_generations=4"]  # the tool demo's 64 episodes a step: 8
+# the judge's: 8 calls a step, its shapes those of tests/e2e/test_dependency_dies.py's runs (one compile for both)
+JUDGE_SHAPES = [*SMALL_BATCH, "trainer.eval_prompts=4"]
 JUDGE = "reward.functions.0.kwargs"
 
 
@@ -419,7 +422,9 @@ def workloads(root: Path, judge_url: str) -> list[Workload]:
     judge = [f"{JUDGE}.base_url={judge_url}", f"{JUDGE}.model=m", f"{JUDGE}.timeout_s=30", f"{JUDGE}.retries=0"]
     return [
         Workload("default", lambda t: [*TINY, "logger=tensorboard", f"hydra.run.dir={t}"]),
-        Workload("judge", lambda t: ["reward=judge", *judge, *TINY, "logger=none", f"hydra.run.dir={t}"]),
+        Workload(
+            "judge", lambda t: ["reward=judge", *judge, *TINY, *JUDGE_SHAPES, "logger=none", f"hydra.run.dir={t}"]
+        ),
         Workload(
             "tools", lambda t: ["experiment=tools_demo", *TINY, *SMALL_BATCH, "logger=none", f"hydra.run.dir={t}"]
         ),
