@@ -1,8 +1,10 @@
 """Random kills of the commands a user types, chained until each completes, compared with an uninterrupted run.
 
 A workload is a command (`python -m rlexp …`, a sweep, `rlexp eval …`) and the folder it writes. Its uninterrupted
-reference runs once and is timed; then a chain starts the same command in a fresh folder and, at a moment drawn
-from a seeded RNG over the time that invocation is expected to take, sends SIGKILL or SIGTERM; the same command
+reference runs once and is timed in CPU seconds (a clock that other processes' load does not stretch, so a moment
+is the same point of the run's work on a busy machine as on an idle one); then a chain starts the same command in a
+fresh folder and, at a moment drawn from a seeded RNG over the CPU time that invocation is expected to take, sends
+SIGKILL or SIGTERM; the same command
 resumes, is killed again at a new moment, and so on until a run completes (after `budget` kills the run is left
 to finish). After every invocation: no process carrying the chain's tag is left running (a child that outlived
 its parent), and after the last one no temporary file is left (orbax's tmp dirs, `.tmp-*`, `*.tmp`); the final
@@ -22,6 +24,7 @@ import math
 import os
 import random
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -62,7 +65,7 @@ class Workload:
 class Kill:
     workload: str
     attempt: int
-    at_s: float
+    at_s: float  # CPU seconds the attempt had used
     sig: str
     status: int | None  # the killed command's exit status (None: it completed before the moment)
 
@@ -74,7 +77,7 @@ class ChainResult:
     equal: bool
     problems: list[str]
     seconds: float
-    fresh_s: float | None = None  # how long the chain's first attempt took when it completed before its moment
+    fresh_s: float | None = None  # CPU time of the chain's first attempt when it completed before its moment
 
 
 # ---- what must be equal ------------------------------------------------------------------------------------------
@@ -224,15 +227,40 @@ def start(workload: Workload, target: Path, tag: str, log: Path) -> subprocess.P
         )  # fmt: skip
 
 
+def _children_cpu_s() -> float:
+    """CPU seconds (user + system) of this process's children that have ended (and theirs)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _wait_cpu(proc: subprocess.Popen, cpu_s: float, timeout: float) -> int | None:
+    """`proc`'s exit status once it ends, or None once it has used `cpu_s` CPU seconds (with its ended children's)
+    still running."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status = proc.poll()
+        if status is not None:
+            return status
+        try:
+            t = psutil.Process(proc.pid).cpu_times()
+            if t.user + t.system + t.children_user + t.children_system >= cpu_s:
+                return None
+        except psutil.Error:
+            pass  # it is ending: the next poll says how
+        if time.monotonic() > deadline:
+            raise subprocess.TimeoutExpired(proc.args, timeout)
+        time.sleep(0.02)
+
+
 def timed_reference(workload: Workload, target: Path, timeout: float = 900) -> float:
-    """Run `workload` into `target` uninterrupted; its wall time (seconds)."""
+    """Run `workload` into `target` uninterrupted; its CPU time (seconds, with its children's)."""
     if workload.prepare:
         workload.prepare(target)
-    began = time.monotonic()
+    began = _children_cpu_s()
     proc = start(workload, target, uuid.uuid4().hex, target.parent / f"{target.name}.log")
     status = proc.wait(timeout=timeout)
     assert status == 0, (target.parent / f"{target.name}.log").read_text()[-3000:]
-    return time.monotonic() - began
+    return _children_cpu_s() - began
 
 
 def chain(
@@ -245,22 +273,23 @@ def chain(
     timeout: float = 900,
     on_kill: Callable[[Kill], None] | None = None,
 ) -> ChainResult:
-    """Kill `workload` at random moments (SIGKILL or SIGTERM, a moment in [0, 1.1 x `duration_s`]) and resume it
-    with the same command until it completes, at most `budget` kills; then compare `target` with `reference`."""
+    """Kill `workload` at random moments (SIGKILL or SIGTERM once an attempt has used a CPU time drawn in
+    [0, `duration_s`]: what a whole run uses) and resume it with the same command until it completes, at most
+    `budget` kills; then compare `target` with `reference`. A moment past an attempt's end (a resume uses less than
+    a whole run) ends the chain."""
     if workload.prepare:
         workload.prepare(target)
     began, kills, problems, fresh_s = time.monotonic(), [], [], None
     log = target.parent / f"{target.name}.log"
     for attempt in range(budget + 50):
         tag = uuid.uuid4().hex
-        started = time.monotonic()
+        started = _children_cpu_s()
         proc = start(workload, target, tag, log)
         if len(kills) < budget:
-            at = rng.uniform(0.0, 1.1 * duration_s)
+            at = rng.uniform(0.0, duration_s)
             sig = rng.choice([signal.SIGKILL, signal.SIGTERM])
-            try:
-                status = proc.wait(timeout=at)
-            except subprocess.TimeoutExpired:
+            status = _wait_cpu(proc, at, timeout)
+            if status is None:
                 proc.send_signal(sig)
                 status = proc.wait(timeout=timeout)
                 kill = Kill(workload.name, attempt, round(at, 2), sig.name, status)
@@ -268,17 +297,17 @@ def chain(
                 if on_kill:
                     on_kill(kill)
                 if sig == signal.SIGTERM and status not in (0, 1, -15, 143):
-                    problems.append(f"SIGTERM at {at:.2f} s of attempt {attempt}: exit {status}")
+                    problems.append(f"SIGTERM at {at:.2f} CPU-s of attempt {attempt}: exit {status}")
                 leaked = tagged_processes(tag)
                 if leaked:
-                    problems.append(f"{sig.name} at {at:.2f} s of attempt {attempt} left running: {leaked}")
+                    problems.append(f"{sig.name} at {at:.2f} CPU-s of attempt {attempt} left running: {leaked}")
                     for entry in leaked:
                         _kill_quietly(int(entry.split()[0]))
                 continue
         else:
             status = proc.wait(timeout=timeout)
         if attempt == 0 and status == 0:
-            fresh_s = time.monotonic() - started
+            fresh_s = _children_cpu_s() - started
         leaked = tagged_processes(tag)
         if leaked:
             problems.append(f"a completed attempt {attempt} left running: {leaked}")
@@ -351,7 +380,7 @@ def campaign(
         (root / w.name).mkdir(parents=True, exist_ok=True)
         ref = root / w.name / "reference"
         refs[w.name] = (ref, timed_reference(w, ref))
-        say(f"{w.name}: reference {refs[w.name][1]:.1f} s")
+        say(f"{w.name}: reference {refs[w.name][1]:.1f} CPU-s")
     out = Campaign()
     i = 0
     while out.kills < kills:
@@ -377,6 +406,8 @@ def campaign(
 TINY = ["trainer.max_steps=4", "trainer.eval_every=2", "trainer.checkpoint_every=2", "trainer.eval_prompts=8",
         "trainer.eval_samples=1", "trainer.samples_every=2"]  # fmt: skip
 SMALL_BATCH = ["trainer.batch_size=2", "trainer.num_generations=4"]  # the tool demo's 64 episodes a step: 8
+# the judge's: 8 calls a step, its shapes those of tests/e2e/test_dependency_dies.py's runs (one compile for both)
+JUDGE_SHAPES = [*SMALL_BATCH, "trainer.eval_prompts=4"]
 JUDGE = "reward.functions.0.kwargs"
 
 
@@ -419,7 +450,9 @@ def workloads(root: Path, judge_url: str) -> list[Workload]:
     judge = [f"{JUDGE}.base_url={judge_url}", f"{JUDGE}.model=m", f"{JUDGE}.timeout_s=30", f"{JUDGE}.retries=0"]
     return [
         Workload("default", lambda t: [*TINY, "logger=tensorboard", f"hydra.run.dir={t}"]),
-        Workload("judge", lambda t: ["reward=judge", *judge, *TINY, "logger=none", f"hydra.run.dir={t}"]),
+        Workload(
+            "judge", lambda t: ["reward=judge", *judge, *TINY, *JUDGE_SHAPES, "logger=none", f"hydra.run.dir={t}"]
+        ),
         Workload(
             "tools", lambda t: ["experiment=tools_demo", *TINY, *SMALL_BATCH, "logger=none", f"hydra.run.dir={t}"]
         ),

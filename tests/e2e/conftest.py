@@ -1,5 +1,6 @@
-"""The random-kill campaign's figures over its tests (one a workload, maybe on several pytest-xdist workers): each
-test records its counts as the `random_kills` property, and the session's summary adds them up."""
+"""The random-kill campaign's figures over its tests (one or two workloads each, maybe on several pytest-xdist
+workers): each test records its counts and workloads as the `random_kills` property, and the session's summary
+adds them up."""
 
 from __future__ import annotations
 
@@ -17,4 +18,4 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     ]
     if parts:
         total = {k: sum(p[k] for p in parts) for k in parts[0]}
-        terminalreporter.write_line(f"{figures_line(total)} ({len(parts)} workloads)")
+        terminalreporter.write_line(f"{figures_line(total)} ({total.get('workloads', len(parts))} workloads)")

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -71,13 +72,20 @@ def _gsm8k_dir(folder: Path) -> Path:
     return folder
 
 
-def _dry_run(preset: str, run_dir: Path) -> dict:
-    """The user's dry run; returns the rendered JobSet."""
-    env = {k: v for k, v in os.environ.items() if k not in ("RLEXP_OUTPUT_ROOT", "KUBECONFIG")}
-    proc = run_rlexp(
-        f"experiment={preset}", "hydra.launcher.dry_run=true", f"hydra.run.dir={run_dir}", env=env, timeout=300
+def _dry_run(preset: str, run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
+    """The user's dry run, through `python -m rlexp`'s entry in this process (the pod's command below is a process
+    of its own; tests/cli runs the dry-run command as typed); returns the rendered JobSet."""
+    from rlexp.__main__ import entry
+
+    for name in ("RLEXP_OUTPUT_ROOT", "KUBECONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(
+        sys, "argv", ["rlexp", f"experiment={preset}", "hydra.launcher.dry_run=true", f"hydra.run.dir={run_dir}"]
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    try:
+        entry()
+    except SystemExit as e:
+        assert not e.code, f"the dry run exited {e.code}"
     return yaml.safe_load((run_dir / "jobset.yaml").read_text())
 
 
@@ -120,9 +128,9 @@ def _pod_env(container: dict, name: str, output_dir: Path) -> dict[str, str]:
     ],
 )
 def test_the_pods_command_trains_here(
-    preset: str, family: str, data: str, extra: list[str], chat: str, tmp_path: Path
+    preset: str, family: str, data: str, extra: list[str], chat: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    jobset = _dry_run(preset, tmp_path / "dry")
+    jobset = _dry_run(preset, tmp_path / "dry", monkeypatch)
     name = jobset["metadata"]["name"]
     container = _container(jobset)
     assert container["command"] == ["python", "-m", "rlexp"]
