@@ -12,7 +12,7 @@ folder's deterministic content must equal the reference's bit for bit: metrics.j
 evals of summary.json and evals.json, every checkpoint step both hold (their arrays' bytes), and for `rlexp eval`
 its result file. Wall-clock values are left out of the comparison: `WALL_CLOCK` names them.
 
-Shared by tests/e2e/test_random_kills.py (one test a workload, fixed seeds, >= 30 kills in all) and
+Shared by tests/e2e/test_random_kills.py (fixed seeds, >= 30 kills in all) and
 benchmarks/bench_random_kills.py.
 """
 
