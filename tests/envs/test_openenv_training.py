@@ -28,9 +28,11 @@ def command(*flags: str) -> str:
     return f'"{sys.executable} {SERVER} --port {{port}} {" ".join(flags)}"'
 
 
-def servers_running() -> list[str]:
+def servers_running(tag: str) -> list[str]:
+    """The game's servers still running whose command line holds `tag` (the test's own folder: other tests on the
+    other pytest worker run servers of their own)."""
     out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
-    return [line for line in out.splitlines() if SERVER in line and "--port" in line]
+    return [line for line in out.splitlines() if SERVER in line and "--port" in line and tag in line]
 
 
 @pytest.mark.slow
@@ -44,7 +46,7 @@ def test_the_guessing_game_trains_with_the_servers_rewards_and_faults_counted_pe
     run_rlexp(*RUN, *tasks, "env.train_size=36", "env.eval_size=9", "trainer.max_steps=3", "trainer.eval_every=3",
               "trainer.checkpoint_every=3", "trainer.eval_prompts=9", f"hydra.run.dir={tmp_path / 'run'}",
               check=True, timeout=900)  # fmt: skip
-    assert not servers_running()  # stopped at the end
+    assert not servers_running(str(tmp_path))  # stopped at the end
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     for r in rows:  # an errored reward is counted, never a number
         assert all(math.isfinite(v) for v in r.values() if isinstance(v, float)), r
@@ -106,4 +108,4 @@ def test_a_server_dying_mid_run_stops_it_in_one_line_with_a_checkpoint(tmp_path:
     assert "the OpenEnv server exited with code 3" in errors[0] and "resume from the last checkpoint" in errors[0]
     saved = [p.name for p in (run / "checkpoints" / "actor").iterdir() if p.name.isdigit()]
     assert saved and json.loads((run / "summary.json").read_text())["status"] == "failed"
-    assert not servers_running()
+    assert not servers_running(str(tmp_path))
