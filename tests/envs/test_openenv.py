@@ -110,6 +110,7 @@ def episodes(conf, tokenizer, turns: list[str]):  # noqa: ANN001, ANN201
     return (rows, *play(conf, tokenizer, rows, box, turns), box)
 
 
+@pytest.mark.slow  # a real OpenEnv server (the module's `game`): seconds to start
 def test_rows_are_the_task_providers_tasks_each_question_its_reset_observation(game) -> None:  # noqa: ANN001
     conf = conf_of(f"env.url={game.url}")
     assert conf.agent.kind == "tools" and conf.agent.max_turns == 3 and conf.reward.functions[0].fn == "openenv"
@@ -127,6 +128,7 @@ def test_rows_are_the_task_providers_tasks_each_question_its_reset_observation(g
     assert [r["id"] for r in rows.eval if r["task"] == "b"] == ["b/train-47"]  # its train split's last task
 
 
+@pytest.mark.slow  # a real OpenEnv server (the module's `game`): seconds to start
 def test_turns_are_actions_observations_masked_environment_turns_rewards_the_servers(game, tokenizer) -> None:  # noqa: ANN001
     conf = conf_of(f"env.url={game.url}")
     rows, ep, values, stats, _ = episodes(conf, tokenizer, ["5", "7", "3"])
@@ -148,6 +150,7 @@ def test_turns_are_actions_observations_masked_environment_turns_rewards_the_ser
     assert values == [1.0 - 0.25 * [5, 7, 3].index(w) if w in (5, 7, 3) else 0.0 for w in first]
 
 
+@pytest.mark.slow  # a real OpenEnv server (the module's `game`): seconds to start
 @pytest.mark.parametrize(
     ("split", "needle"),
     [
@@ -185,6 +188,7 @@ def test_a_read_observation_refuses_what_is_no_number_or_no_text() -> None:
     assert read(SimpleNamespace(observation={"text": "x"}, reward=math.nan, done=True), "text").reward != 0.0
 
 
+@pytest.mark.slow  # a real OpenEnv server (the module's `game`): seconds to start
 def test_mcp_tools_are_offered_and_called_in_the_episodes_own_session(mcp_game, tokenizer) -> None:  # noqa: ANN001
     conf = conf_of(f"env.url={mcp_game}", "model.max_context=2048", "trainer.max_prompt_tokens=1024",
                    "trainer.max_completion_tokens=256", "agent.max_turn_tokens=64")  # fmt: skip
@@ -202,6 +206,7 @@ def test_mcp_tools_are_offered_and_called_in_the_episodes_own_session(mcp_game, 
         assert ep.turns[i] == (1 if want == 5 else 2 if want == 6 else 3)
 
 
+@pytest.mark.slow  # a real OpenEnv server (the module's `game`): seconds to start
 def test_a_server_rlexp_started_that_dies_stops_the_step_in_one_line(game, tokenizer) -> None:  # noqa: ANN001
     command = f'"{sys.executable} {SERVER} --port {{port}}"'
     conf = conf_of(f"env.command={command}", "env.train_size=4")
@@ -219,6 +224,7 @@ def test_a_server_rlexp_started_that_dies_stops_the_step_in_one_line(game, token
         openenv_server.stop_all()
 
 
+@pytest.mark.slow  # a real OpenEnv server (the module's `game`): seconds to start
 def test_bad_servers_end_in_one_line(game, tmp_path: Path) -> None:  # noqa: ANN001
     with pytest.raises(RunError, match=r"^env.url='http://127.0.0.1:9/'.*no OpenEnv server answered .* within 1 s"):
         envs.load_rows(conf_of("env.url=http://127.0.0.1:9/", "env.start_timeout_s=1"))
@@ -230,6 +236,7 @@ def test_bad_servers_end_in_one_line(game, tmp_path: Path) -> None:  # noqa: ANN
         conf_of()
 
 
+@pytest.mark.slow  # a real OpenEnv server (the module's `game`): seconds to start
 @pytest.mark.parametrize(
     ("bad", "code", "needle"),
     [
@@ -258,6 +265,7 @@ def test_an_image_without_docker_is_refused_by_validate_in_one_line(tmp_path: Pa
     assert lines[0].startswith("rlexp: error: env.image='guess:latest': docker is not on this machine's PATH")
 
 
+@pytest.mark.slow  # a real OpenEnv server (the module's `game`): seconds to start
 def test_validate_dry_runs_a_reset_and_a_scripted_step_and_scores_with_the_server(game, tmp_path: Path) -> None:  # noqa: ANN001
     given = tmp_path / "completions.jsonl"
     right = target("train", 0)
