@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
 import time
 import urllib.request
 
@@ -15,6 +16,7 @@ from rlexp.errors import ConfigError
 from rlexp.rewards.compose import RewardErrorBudgetExceeded, build_rewards
 from rlexp.rewards.http_reward import json_value
 from rlexp.rewards.server import start_server
+from tests.helpers import start_rlexp
 
 N = 1000
 
@@ -116,6 +118,27 @@ def test_reference_server_protocol_and_health() -> None:
             assert json.loads(resp.read()) == {"ok": True}
     finally:
         server.shutdown()
+
+
+def test_serve_reward_latency_s_answers_every_request_that_late() -> None:
+    """`python -m rlexp.serve_reward --latency-s`, as benchmarks/bench_async.py's remote scorer uses it."""
+    proc = start_rlexp("--reward", "arith_correct", "--port", "0", "--latency-s", "0.4", module="rlexp.serve_reward",
+                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+    try:
+        url = proc.stdout.readline().split(" at ")[-1].strip()
+        body = json.dumps({"items": [{"prompt": "p", "completion": "3", "answer": "3", "id": "a"}] * 2}).encode()
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        for _ in range(2):
+            t0 = time.monotonic()
+            with opener.open(urllib.request.Request(url, body, {"Content-Type": "application/json"}), timeout=10) as r:
+                assert json.loads(r.read()) == {"rewards": [1.0, 1.0]}
+            assert 0.4 <= time.monotonic() - t0 < 5
+        t0 = time.monotonic()
+        with opener.open(url + "healthz", timeout=10):  # the latency is the scorer's, not the health check's
+            assert time.monotonic() - t0 < 0.4
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
 
 
 def test_numpy_batch_fields_as_training_passes_them() -> None:
