@@ -444,7 +444,10 @@ class TrainingSession:
                 back := put_back_rows(self.cluster.actor_trainer, self.collector, written, self.evals, n)
             ):
                 log.info("rlexp: rows of steps %s restored from checkpoint %d", ", ".join(map(str, back)), start_step)
-        if self.primary and eval_due and start_step in written:  # its row, written without the eval, takes it in
+        # its row, written without the eval, takes it in; and a run stopped after its last step's row was written
+        # but before summary.json: the final eval, run again below, goes into that row, not into a second one
+        final_due = 0 < start_step == t.max_steps
+        if self.primary and (eval_due or final_due) and start_step in written:
             self.collector.add(start_step, rundir.pop_row(self.path("metrics.jsonl"), start_step))
         sink = rundir.JsonlSink if self.primary else rundir.NullSink
         self.metrics = sink(self.path("metrics.jsonl"))

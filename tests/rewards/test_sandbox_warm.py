@@ -140,10 +140,18 @@ time.sleep(600)
 """
 
 
+def _running(pid: int) -> bool:
+    """Alive and not a zombie; a process that exits between the two checks is gone."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def _gone(pids: list[int], grace: float = 15.0) -> list[int]:
     deadline = time.monotonic() + grace
     while True:
-        alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        alive = [p for p in pids if _running(p)]
         if not alive or time.monotonic() > deadline:
             return alive
         time.sleep(0.2)
