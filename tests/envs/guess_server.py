@@ -1,6 +1,6 @@
 """A guessing game served by OpenEnv's own server package, for the `env=openenv` tests (tests/envs/test_openenv*.py).
 
-`python tests/envs/guess_server.py --port N` serves it on 127.0.0.1:N with `openenv.core.env_server.create_app`
+`python tests/envs/guess_server.py --port N` serves it on 127.0.0.1:N (`--host` elsewhere) with `openenv.core.env_server.create_app`
 and uvicorn, as an OpenEnv environment's own `server/app.py` does. Each task (its `TaskProvider`: splits `train`
 and `test`) hides a number from 1 to 9; `reset(split=, index=)` starts one, each step's `guess` is the model's
 turn, the observation says `higher` or `lower`, and the last step's reward is 1 for a right guess (less 0.25 a
@@ -162,6 +162,7 @@ def mcp_game() -> type:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--host", default="127.0.0.1")  # 0.0.0.0 in the tests' container image
     parser.add_argument("--log")
     parser.add_argument("--die-when")
     parser.add_argument("--slow-s", type=float, default=5.0)
@@ -177,7 +178,7 @@ def main() -> None:
     else:
         game, action = GuessGame, GuessAction
     app = create_app(game, action, GuessObservation, env_name="guess", max_concurrent_envs=256)
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
 
 
 if __name__ == "__main__":
