@@ -38,7 +38,7 @@ from tests.helpers import rlexp_env
 
 IMAGE = "localhost/rlexp-guess:test"
 GAME = [Path(SERVER), Path(SERVER).with_name("guess.py")]
-MISSING = "podman is not installed: run scripts/install_system_deps.sh (the env.image tests run a real engine)"
+MISSING = "podman or strace is not installed: run scripts/install_system_deps.sh (env.image's tests need a real engine)"
 # standard-library folders no server needs
 # the environment the server has in the container (none of this machine's, such as SSL_CERT_FILE, which would
 # spare it reading certifi's bundle here)
@@ -59,7 +59,7 @@ def engine_env(tmp: Path) -> dict[str, str]:
     """os.environ with Podman as `docker` (first on PATH) and its configuration from `tmp` (CONTAINERS_CONF); the
     test fails in one line where podman is not installed."""
     podman = shutil.which("podman")
-    assert podman, MISSING
+    assert podman and shutil.which("strace"), MISSING
     tmp.mkdir(parents=True, exist_ok=True)
     nofile = min(_hard(resource.RLIMIT_NOFILE), 1048576)
     nproc = min(_hard(resource.RLIMIT_NPROC), 32768)  # conmon and runc run with 32768 here
