@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # System packages the test suite needs (Debian): headless Chromium + chromedriver for the report's browser test,
 # and munge + slurmctld + slurmd + the Slurm client for the one-node cluster that tests/slurm starts through
-# scripts/local_slurm.sh, and bubblewrap, the sandbox of reward=code / code_tests. A no-op when they are present; needs root (or sudo) otherwise.
+# scripts/local_slurm.sh, bubblewrap, the sandbox of reward=code / code_tests, and rootful Podman (with runc, the
+# netavark network stack and strace) as the container engine of env.image's tests (tests/envs/container.py: it runs
+# under the `docker` name, configured per test, no /etc/containers file). A no-op when they are present; needs root
+# (or sudo) otherwise.
 set -euo pipefail
 need=()
 command -v chromium >/dev/null || need+=(chromium)
@@ -11,6 +14,10 @@ command -v slurmctld >/dev/null || need+=(slurmctld)
 command -v slurmd >/dev/null || need+=(slurmd)
 command -v sbatch >/dev/null || need+=(slurm-client)
 command -v bwrap >/dev/null || need+=(bubblewrap)
+command -v strace >/dev/null || need+=(strace)
+# crun refuses the cgroup v1+v2 hybrid of the test machines: the engine runs runc (tests/envs/container.py)
+command -v runc >/dev/null || need+=(runc)
+command -v podman >/dev/null || need+=(podman conmon netavark aardvark-dns iptables uidmap fuse-overlayfs slirp4netns catatonit)
 [ ${#need[@]} -eq 0 ] && exit 0
 SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
 apt() { $SUDO env DEBIAN_FRONTEND=noninteractive apt-get "$@"; }
