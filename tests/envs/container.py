@@ -8,10 +8,12 @@ would shadow /usr/bin). The conf's reasons, each met on these machines (Firecrac
 CAP_SYS_RESOURCE): Podman's default ulimits exceed the hard limits the runtime may not raise; crun refuses the
 hybrid cgroups, runc does not; `rm -f` would wait 10 s before its SIGKILL without stop_timeout=0.
 
-`guess_image(env, tmp)` builds IMAGE FROM scratch: the venv's base interpreter and the libraries `ldd` names, the
-standard library, and of site-packages only the files the server loads, found by running the server once (under
-this interpreter, on loopback) through rlexp's own client and listing sys.modules when it stops. The image is
-rebuilt only when what it is made of changed (its label `rlexp.source`).
+`guess_image(env, tmp)` builds IMAGE FROM scratch, at the paths they have here: the venv's base interpreter, the
+standard library, and of the venv and the machine's shared libraries only what the server touched while serving
+one episode through rlexp's own client (under this interpreter, on loopback, traced by strace: modules, their
+compiled code, data read by Python or C, folders listed), with what `ldd` says each library needs. OpenEnv's
+server package imports gradio, pandas and pyarrow, hence ~360 MB. The image is rebuilt only when what it is made
+of changed (its label `rlexp.source`).
 """
 
 from __future__ import annotations
@@ -121,6 +123,7 @@ def guess_image(env: dict[str, str], tmp: Path) -> str:
         f"CMD {json.dumps(cmd)}\n"
     )
     podman(env, "build", "-q", "-t", IMAGE, "-f", str(tmp / "Containerfile"), str(tmp), timeout=300)
+    (tmp / "rootfs.tar").unlink()  # the engine has its copy; pytest keeps its last sessions' folders
     return IMAGE
 
 
