@@ -32,6 +32,16 @@ SHORT = [
 ]
 
 
+def running(pid: int) -> bool:
+    """Alive and not a zombie (exited, not yet reaped); a process that exits between the two checks is gone."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def rlexp_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
     """`env` (os.environ when None) with this checkout first on PYTHONPATH (rlexp and launchers/hydra_plugins),
     so a subprocess imports the code under test whatever the venv's install points at."""

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.envs.test_openenv import BASE
-from tests.helpers import REPO, run_rlexp, start_rlexp
+from tests.helpers import REPO, run_rlexp, running, start_rlexp
 
 pytestmark = pytest.mark.slow
 
@@ -42,15 +42,6 @@ def containers(state: Path) -> dict[str, tuple[int, int]]:
     return out
 
 
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (ProcessLookupError, FileNotFoundError):
-        return False
-
-
 def serving(port: int) -> bool:
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
@@ -65,7 +56,7 @@ def naming(container: str) -> list[int]:
     out = []
     for proc in Path("/proc").glob("[0-9]*"):
         try:
-            if container.encode() in (proc / "cmdline").read_bytes() and alive(int(proc.name)):
+            if container.encode() in (proc / "cmdline").read_bytes() and running(int(proc.name)):
                 out.append(int(proc.name))
         except OSError:
             continue
@@ -104,6 +95,6 @@ def test_a_sigkilled_run_leaves_no_container_running(tmp_path: Path) -> None:
         run.send_signal(signal.SIGKILL)
         run.wait(timeout=30)
     # the daemon's container survived the client's death; only the reaper can remove it
-    wait_for(lambda: not alive(pid) and not containers(state), 60)
+    wait_for(lambda: not running(pid) and not containers(state), 60)
     assert not serving(port)
     wait_for(lambda: not naming(name), 30)  # and the reaper is gone too

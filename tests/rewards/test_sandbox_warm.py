@@ -18,7 +18,7 @@ import pytest
 
 from rlexp.rewards.registry import make_reward_fn
 from rlexp.rewards.sandbox import bwrap_problem
-from tests.helpers import REPO, SHORT, run_rlexp
+from tests.helpers import REPO, SHORT, run_rlexp, running
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -140,18 +140,10 @@ time.sleep(600)
 """
 
 
-def _running(pid: int) -> bool:
-    """Alive and not a zombie; a process that exits between the two checks is gone."""
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
 def _gone(pids: list[int], grace: float = 15.0) -> list[int]:
     deadline = time.monotonic() + grace
     while True:
-        alive = [p for p in pids if _running(p)]
+        alive = [p for p in pids if running(p)]
         if not alive or time.monotonic() > deadline:
             return alive
         time.sleep(0.2)
