@@ -6,7 +6,7 @@ weights load, asked for their tasks over OpenEnv's Task API, and stopped when rl
            the server's URL http://127.0.0.1:<port>, else `env.url` says where it serves)
   image    `docker run --rm -p 127.0.0.1:<port>:8000 <image>` (OpenEnv's images serve on port 8000); refused
            before anything runs where `docker` is not on PATH (a GKE pod serves it from a sidecar instead and
-           its run names the sidecar's url: rlexp.launch.env_sidecar; Slurm refuses it)
+           its run names the sidecar's url: rlexp.launch.env_sidecar; a Slurm job runs the image itself)
 
 A started server is a child of rlexp that dies with it (rlexp.children: the wrapper sets PR_SET_PDEATHSIG, which
 Linux keeps across the exec of the command), in a session of its own (a terminal's Ctrl-C reaches rlexp, which

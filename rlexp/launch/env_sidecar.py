@@ -1,4 +1,4 @@
-"""env=openenv on remote launchers: a GKE pod serves `env.image` from a sidecar; a Slurm job cannot run one.
+"""env=openenv on remote launchers: a GKE pod serves `env.image` from a sidecar; a Slurm job runs it itself.
 
 GKE: the image runs as a native sidecar of the pod whose rlexp container starts the episodes (Pathways: the head
 pod; multi-controller: each TPU VM's pod): an initContainer with `restartPolicy: Always`, the form the Pathways
@@ -10,8 +10,10 @@ http://127.0.0.1:SIDECAR_PORT: the launcher appends `env.image=null env.url=<tha
 `env.tasks.<name>`) to the pod's overrides and checks and plans the config those compose, so neither the
 submitting machine nor the pod needs docker. The pods share the node's network (hostNetwork), so one image a run.
 
-Slurm: a job has no docker to run an image in; `env.image` is refused in one line before anything is queued.
-`env.command` needs nothing here: rlexp starts the command as its own child wherever the job runs it.
+Slurm: nothing to render. `env.image` and `env.command` reach the job as given, and rlexp starts the server inside
+the job as it does on a workstation (rlexp.envs.openenv_server): an image with the node's `docker` CLI (Docker, or
+Podman under that name), checked where the sweep is submitted and again where the job starts, before any weights
+load.
 """
 
 from __future__ import annotations
@@ -100,15 +102,3 @@ def container(side: Sidecar) -> dict:
         "readinessProbe": {**probe, "periodSeconds": 10, "failureThreshold": 3},
         "resources": {"requests": {"cpu": "1", "memory": "2Gi"}},
     }
-
-
-def refuse_on_slurm(env: Any) -> None:
-    """A Slurm job's env (EnvConfig, or its resolved dict): an image is refused in one line (no docker in jobs)."""
-    found = sidecars(env)
-    if found:
-        raise ConfigError(
-            f"{found[0].key}.image",
-            found[0].image,
-            "Slurm jobs have no docker to run it in: give the server's env.command (rlexp starts it inside the job) "
-            "or serve it where the nodes reach it and set env.url",
-        )

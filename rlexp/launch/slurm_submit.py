@@ -64,7 +64,6 @@ def launch_sweep(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_
     from rlexp.envs import resolve
     from rlexp.errors import user_errors_from_resolvers
     from rlexp.launch.compose import SweepComposer
-    from rlexp.launch.env_sidecar import refuse_on_slurm
     from rlexp.sweep.resume import completed_objective
     from rlexp.train.plan import plan_submission
 
@@ -86,7 +85,6 @@ def launch_sweep(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_
                 job.outcome = job_return(job, "COMPLETED", value)
                 done.append(job)
                 continue
-        refuse_on_slurm(resolved.get("env") or {})  # env.image: no docker in a job (env.command: started there)
         conf = resolve(to_config(composed.task))  # env=...: the config the job trains
         if conf.slice.kind == "tpu":
             raise ConfigError("slice", conf.slice.name, "TPU slices run on GKE: drop hydra/launcher=slurm")

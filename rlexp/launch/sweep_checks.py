@@ -63,7 +63,7 @@ EXACT_UP_TO = 32  # sweeps up to this many jobs are checked job by job (~50 ms e
 SAMPLE = 16  # larger ones: jobs spread over the sweep, when the first job's refused key is one no job varies
 
 
-def _refusal(task: Any, local: bool, slurm: bool = False) -> RlexpError | None:
+def _refusal(task: Any, local: bool) -> RlexpError | None:
     """The one-line error a job with this task config would end with before training, or None."""
     from rlexp.config.load import to_config
     from rlexp.config.values import check_values
@@ -71,10 +71,6 @@ def _refusal(task: Any, local: bool, slurm: bool = False) -> RlexpError | None:
     try:
         conf = to_config(task)
         check_values(conf)
-        if slurm:
-            from rlexp.launch.env_sidecar import refuse_on_slurm
-
-            refuse_on_slurm(conf.env)  # env.image: no docker in a Slurm job
         if local:  # a remote launcher's job is checked where it runs (rlexp.main.run: after the hand-off)
             from rlexp.checks import check_config
             from rlexp.envs import resolve
@@ -100,15 +96,12 @@ def refuse_if_every_job_fails(config: Any, jobs: Sequence[tuple[int, list[str], 
     over it are refused for the same reason."""
     if not jobs:
         return
-    from rlexp.launch.slurm_cluster import is_slurm_launcher
-
-    target = str(config.hydra.launcher.get("_target_", ""))
-    local, slurm = target.endswith("BasicLauncher"), is_slurm_launcher(target)
-    first = _refusal(jobs[0][2](), local, slurm)
+    local = str(config.hydra.launcher.get("_target_", "")).endswith("BasicLauncher")
+    first = _refusal(jobs[0][2](), local)
     if first is None:
         return
     if len(jobs) <= EXACT_UP_TO:
-        reasons = [first] + [_refusal(task(), local, slurm) for _, _, task in jobs[1:]]
+        reasons = [first] + [_refusal(task(), local) for _, _, task in jobs[1:]]
         if any(r is None for r in reasons):
             return
         messages = [str(r) for r in reasons]
@@ -118,7 +111,7 @@ def refuse_if_every_job_fails(config: Any, jobs: Sequence[tuple[int, list[str], 
             return
         step = max(1, len(jobs) // SAMPLE)
         for _, _, task in jobs[step::step]:
-            again = _refusal(task(), local, slurm)
+            again = _refusal(task(), local)
             if again is None or str(again) != str(first):
                 return
         messages = [str(first)] * len(jobs)

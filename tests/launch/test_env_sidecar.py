@@ -1,6 +1,7 @@
 """env=openenv with an image on remote launchers: a GKE dry run serves it from a native sidecar of the rlexp pod
 (probed, valid against the JobSet schema, the pod's run pointed at it, no docker on the submitting machine); Slurm
-refuses an image in one line and carries env.command to the job unchanged (rlexp starts it there)."""
+carries env.image and env.command to the job unchanged (rlexp starts the server there: tests/slurm/test_slurm_env.py
+runs one), refusing an image in one line where the submitting machine has no docker."""
 
 from __future__ import annotations
 
@@ -125,17 +126,29 @@ def slurm_here(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     return submitted
 
 
-def test_slurm_refuses_an_image_in_one_line_and_carries_a_command_unchanged(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, slurm_here: list[list[str]]
+def test_slurm_carries_an_image_and_a_command_unchanged_and_refuses_an_image_without_docker(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
+    slurm_here: list[list[str]],
+    no_docker: None,
 ) -> None:
     rc = run_cli(monkeypatch, *SLURM, f"env.image={IMAGE}", f"hydra.sweep.dir={tmp_path / 'a'}")
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("rlexp: error")]
     assert rc == 2 and len(lines) == 1 and not slurm_here, lines  # refused before anything is queued
-    assert lines[0].startswith(f"rlexp: error: env.image='{IMAGE}': Slurm jobs have no docker to run it in")
-    assert "env.command (rlexp starts it inside the job)" in lines[0]
-    command = "python guess_server.py --port {port}"
-    rc = run_cli(monkeypatch, *SLURM, f"env.command='{command}'", f"hydra.sweep.dir={tmp_path / 'b'}")
+    assert lines[0].startswith(f"rlexp: error: env.image='{IMAGE}': docker is not on this machine's PATH")
+    docker = tmp_path / "bin" / "docker"  # a docker CLI here (the job checks its node's again where it starts)
+    docker.parent.mkdir()
+    docker.write_text("#!/bin/sh\nexit 0\n")
+    docker.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{docker.parent}{os.pathsep}{os.environ['PATH']}")
+    rc = run_cli(monkeypatch, *SLURM, f"env.image={IMAGE}", f"hydra.sweep.dir={tmp_path / 'b'}")
     assert "submitted (test)" in capsys.readouterr().err
-    (job,) = slurm_here
-    assert f"env.command='{command}'" in job  # the job composes it as given; rlexp starts it there
-    assert compose_conf([a for a in job if a.startswith("env")]).env.command == command
+    command = "python guess_server.py --port {port}"
+    rc = run_cli(monkeypatch, *SLURM, f"env.command='{command}'", f"hydra.sweep.dir={tmp_path / 'c'}")
+    assert "submitted (test)" in capsys.readouterr().err
+    image_job, command_job = slurm_here
+    # the jobs compose them as given (Hydra's escaping aside); rlexp starts the server inside the job
+    assert compose_conf([a for a in image_job if a.startswith("env")]).env.image == IMAGE
+    assert f"env.command='{command}'" in command_job
+    assert compose_conf([a for a in command_job if a.startswith("env")]).env.command == command
