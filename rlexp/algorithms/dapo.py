@@ -137,6 +137,8 @@ SPEC = register(
         has_kl=False,
         check_keys=check_keys,
         corrects_rollout=True,
+        # dynamic sampling generates again for each round of its pass
+        pipelines_scoring=lambda t: not t.dapo.dynamic_sampling.enabled,
     )
 )
 

@@ -56,6 +56,10 @@ def same_trainer(t: TrainerConfig) -> TrainerConfig:
     return t
 
 
+def samples_once(t: TrainerConfig) -> bool:
+    return True
+
+
 @dataclass(frozen=True)
 class AlgorithmSpec:
     name: str  # trainer.algorithm
@@ -81,3 +85,6 @@ class AlgorithmSpec:
     measured_step_s: dict[tuple[str, str], tuple[float, str]] | None = None
     check_keys: Callable[[TrainerConfig], None] = no_keys  # rules of single trainer keys (`--cfg job` runs them)
     check: Callable[[RlexpConfig], None] = no_rules  # rules across groups; may read files
+    # its pass generates once per batch, so a batch sampled ahead may be scored while the next one generates
+    # (rlexp.train.off_policy, pipelined); False where it samples in rounds (DAPO's dynamic sampling)
+    pipelines_scoring: Callable[[TrainerConfig], bool] = samples_once

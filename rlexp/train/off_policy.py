@@ -12,6 +12,11 @@ Two ways to run it, one schedule:
   between two batches, so the rollout stops only for that swap. Mid-run evals pause the thread and sample with the
   trainer's weights, then give the thread its own back.
 
+Concurrent, a GRPO-family pass that generates once (AlgorithmSpec.pipelines_scoring) runs on two threads: one
+batch's reward functions (a judge, a sandbox, a reward service) run while the next batch generates. Generations go
+one at a time in step order, each with its batch's weights and seed, and so do scorings; the batches are those one
+thread samples, and a step waits for max(sampling, scoring) rather than their sum.
+
 Each batch records its policy version; each step logs `off_policy/staleness_mean` and `_max` (steps trained before
 it minus the version: at most k), `perf/trainer_wait_sec` (the learner waiting for its batch: colocated, the
 sampling itself) and `perf/rollout_wait_sec` (the thread waiting for the weights it must sample with).
@@ -73,6 +78,16 @@ class Sampler:
     def stage(self) -> Any:  # a staged copy of the trainer's weights now
         raise NotImplementedError
 
+    # pipelined (OffPolicyQueue(pipelined=True)): `sample` split in three, the engine's part gated
+    def prepare(self, step: int) -> Any:  # the step's rows, asked in step order
+        return None
+
+    def seed(self, step: int) -> None:  # the step's rollout seed, set right before its generation
+        return None
+
+    def sample_prepared(self, step: int, prepared: Any) -> Any:  # the pass, its generation through `turn`
+        return self.sample(step)
+
 
 def queue_path(run_dir: str, step: int) -> str:
     return storage.join(run_dir, QUEUE_DIR, f"{step}.pkl")
@@ -103,8 +118,10 @@ class OffPolicyQueue:
         on_metrics: Callable[[int, dict[str, float]], None],
         write_samples: Callable[[list[str]], None],
         run_dir: str | None = None,
+        pipelined: bool = False,
     ) -> None:
         self.k, self.sampler, self.concurrent = k, sampler, concurrent
+        self.pipelined = concurrent and pipelined  # two threads: one batch scores while the next one samples
         self.resumed, self.last = start_step, last_step
         self.on_metrics, self.write_samples, self.run_dir = on_metrics, write_samples, run_dir
         self.queue: dict[int, Batch] = {}
@@ -117,8 +134,10 @@ class OffPolicyQueue:
         self.installed: tuple[int, Any] | None = None  # what the engine samples with (concurrent)
         self.error: BaseException | None = None
         self.stopped = False
-        self.thread: threading.Thread | None = None
+        self.threads: list[threading.Thread] = []
         self._local = threading.local()  # the batch being sampled in this thread (its samples.jsonl rows)
+        self.turn = self.scoring_turn = start_step + 1  # pipelined: the steps whose generation, scoring come next
+        self.scoring = threading.Lock()  # pipelined: held while a batch is scored (reward functions: one at a time)
 
     # -- sampling ------------------------------------------------------------------------------
     def sampling(self) -> Batch | None:
@@ -138,12 +157,14 @@ class OffPolicyQueue:
 
     def start(self) -> None:
         """Concurrent: the trainer's weights now are the first version the thread samples with."""
-        if self.concurrent and self.thread is None:
+        if self.concurrent and not self.threads:
             self.installed = (self.resumed, self.sampler.stage())
             with self.engine:
                 self.sampler.install(self.installed[1])
-            self.thread = threading.Thread(target=self._run, name="rlexp-off-policy", daemon=True)
-            self.thread.start()
+            loop, n = (self._run_pipelined, 2) if self.pipelined else (self._run, 1)
+            self.threads = [threading.Thread(target=loop, name=f"rlexp-off-policy-{i}", daemon=True) for i in range(n)]
+            for thread in self.threads:
+                thread.start()
 
     def _run(self) -> None:
         try:
@@ -178,6 +199,97 @@ class OffPolicyQueue:
         except BaseException as err:  # handed to the learner's thread, which raises it
             with self.cond:
                 self.error = err
+                self.cond.notify_all()
+
+    def _run_pipelined(self) -> None:
+        """One of two threads: claims the next step (its rows in step order) and runs its pass, whose generation
+        (`turn`) and scoring (`scoring_turn`) go one batch at a time, in step order; so one batch scores while the
+        next one samples, each sampled with the weights and seed it would have had alone."""
+        try:
+            while True:
+                with self.cond:
+                    if self.stopped or self.error is not None or self.next > self.last:
+                        return
+                    step = self.next
+                    self.next += 1
+                    prepared = self.sampler.prepare(step)
+                batch = Batch(step, version_of(step, self.k, self.resumed), None)
+                self._local.batch = batch
+                began = time.perf_counter()
+                try:
+                    batch.sampled = self.sampler.sample_prepared(step, prepared)
+                finally:
+                    self._local.batch = None
+                batch.rollout_time = time.perf_counter() - began - batch.rollout_wait
+                with self.cond:
+                    self.queue[step] = batch
+                    self.cond.notify_all()
+        except _Stopped:
+            return
+        except BaseException as err:  # handed to the learner's thread, which raises it
+            with self.cond:
+                self.error = err
+                self.cond.notify_all()
+
+    def _wait_turn(self, ready: Callable[[], bool]) -> None:
+        """Under `cond`: wait until `ready()`; _Stopped when the queue closes or another thread failed first."""
+        while not ready():
+            if self.stopped or self.error is not None:
+                raise _Stopped
+            self.cond.wait()
+
+    @contextlib.contextmanager
+    def generation(self) -> Iterator[None]:
+        """Around the rollout engine's generation (rlexp.tunix.sampler's cluster calls it): on a pipelined thread,
+        the batch's turn, its weights installed and its seed set; elsewhere (evals, other modes) nothing."""
+        batch = self.sampling()
+        if not self.pipelined or batch is None:
+            yield
+            return
+        began = time.perf_counter()
+        with self.cond:
+
+            def ready() -> bool:
+                have = self.installed is not None and self.installed[0] == batch.version
+                return self.turn == batch.step and (
+                    have or (self.pending is not None and self.pending[0] == batch.version)
+                )
+
+            self._wait_turn(ready)
+            take = self.pending if self.installed is None or self.installed[0] != batch.version else None
+            if take is not None:
+                self.pending = None
+                self.cond.notify_all()  # the trainer may push the next version
+        batch.rollout_wait = time.perf_counter() - began
+        try:
+            with self.engine:
+                if take is not None:
+                    self.sampler.install(take[1])
+                    self.installed = take
+                self.sampler.seed(batch.step)
+                yield
+        finally:
+            with self.cond:
+                self.turn = batch.step + 1
+                self.cond.notify_all()
+
+    @contextlib.contextmanager
+    def scored(self) -> Iterator[None]:
+        """Around a batch's reward functions (rlexp.tunix.learners.gate_rewards): on a pipelined thread, one batch at
+        a time in step order; elsewhere (an eval on the trainer's thread) one at a time too."""
+        batch = self.sampling()
+        if not self.pipelined or batch is None:
+            with self.scoring:
+                yield
+            return
+        with self.cond:
+            self._wait_turn(lambda: self.scoring_turn == batch.step)
+        try:
+            with self.scoring:
+                yield
+        finally:
+            with self.cond:
+                self.scoring_turn = batch.step + 1
                 self.cond.notify_all()
 
     def push(self, version: int, stage: Callable[[], Any]) -> None:
@@ -250,10 +362,10 @@ class OffPolicyQueue:
     @contextlib.contextmanager
     def trainer_weights(self) -> Iterator[None]:
         """Around a mid-run eval (concurrent): the engine samples with the trainer's weights, the thread waits."""
-        if not self.concurrent or self.thread is None or self.stopped:  # closed: the engine has them already
+        if not self.concurrent or not self.threads or self.stopped:  # closed: the engine has them already
             yield
             return
-        with self.engine:
+        with self.engine, self.scoring:  # pipelined: a batch being scored finishes first (reward functions)
             self.sampler.install(self.sampler.stage())
             try:
                 yield
@@ -267,8 +379,9 @@ class OffPolicyQueue:
         with self.cond:
             self.stopped = True
             self.cond.notify_all()
-        if self.thread is not None:
-            self.thread.join()
+        if self.threads:
+            for thread in self.threads:
+                thread.join()
             with self.engine:
                 self.sampler.install(self.sampler.stage())
 
@@ -280,7 +393,7 @@ class OffPolicyQueue:
         with self.cond:
             while (
                 self.concurrent
-                and self.thread is not None
+                and self.threads
                 and self.error is None
                 and not self.stopped
                 and any(s not in self.queue and not self._is_serving(s) for s in wanted)
@@ -351,65 +464,5 @@ class OffPolicyQueue:
         manager.save = save_with_queue
 
 
-class _LearnerSampler(Sampler):
-    """The queue's view of a learner (rlexp.tunix.ahead.Ahead): each step's rows in the run's data order, sampled
-    under that step's rollout seed."""
-
-    def __init__(self, ahead: Any, rows: Callable[[int], Iterator[dict]], seed: Callable[[int], int]) -> None:
-        self.ahead, self.rows, self.seed = ahead, rows, seed
-        self._it: Iterator[dict] | None = None
-        self._next = -1
-
-    def sample(self, step: int) -> Any:
-        if self._it is None or step != self._next:
-            self._it = self.rows(step)  # the data order from `step` on
-        self._next = step + 1
-        data = next(self._it, None)
-        if data is None:
-            raise RunError(f"step {step}: the train split has no batch left for it; lower trainer.max_steps")
-        self.ahead.set_seed(self.seed(step))
-        return self.ahead.sample(data, step)
-
-    def install(self, staged: Any) -> None:
-        self.ahead.install(staged)
-
-    def stage(self) -> Any:
-        return self.ahead.stage()
-
-
-def attach(
-    learner: Any,
-    conf: Any,
-    *,
-    rows: Callable[[int], Iterator[dict]],
-    seed: Callable[[int], int],
-    start_step: int,
-    run_dir: str | None,
-    on_metrics: Callable[[int, dict[str, float]], None],
-    write_samples: Callable[[list[str]], None],
-) -> OffPolicyQueue:
-    """The queue of a learner built with batches sampled ahead (rlexp.train.cluster.build_learner): `rows(step)` is
-    the run's data order from `step` on, `seed(step)` that step's rollout seed; a resumed run's queue is read from
-    its checkpoint; checkpoints store theirs (`run_dir`: the primary process's, None elsewhere)."""
-    from rlexp.algorithms.off_policy import concurrent, staleness
-    from rlexp.tunix.ahead import to_device, to_host
-
-    t = conf.trainer
-    ahead = learner.rlexp_ahead
-    queue = OffPolicyQueue(
-        staleness(t),
-        _LearnerSampler(ahead, rows, seed),
-        start_step=start_step,
-        last_step=t.max_steps,
-        concurrent=concurrent(conf),
-        on_metrics=on_metrics,
-        write_samples=write_samples,
-        run_dir=run_dir,
-    )
-    if start_step:
-        queue.restore(start_step, to_device)
-    ahead.take = queue.take
-    if queue.concurrent:
-        ahead.stage_updates(queue.push)
-    queue.save_hook(learner.rl_cluster.actor_trainer.checkpoint_manager, t.checkpoint_every, to_host)
-    return queue
+class _Stopped(Exception):
+    """A pipelined thread's pass cut short: the queue closed (or the other thread failed) while it waited its turn."""

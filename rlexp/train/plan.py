@@ -237,11 +237,13 @@ def off_policy_plan(conf: RlexpConfig, run_dir: str, resume_step: int, memory: d
     if not off_policy.enabled(conf.trainer):
         return None
     from rlexp.train.off_policy import check_resume
+    from rlexp.train.off_policy_learner import pipelined
 
     k = off_policy.staleness(conf.trainer)
     return {
         "max_staleness": k,
         "concurrent": off_policy.concurrent(conf),
+        "pipelined_scoring": pipelined(conf),  # a batch scores while the next generates
         "queued_batches": k,
         "queue_bytes": memory.get("off_policy", 0),
         "staged_weight_bytes": memory.get("off_policy_staged_weights", 0),

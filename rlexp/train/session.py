@@ -148,7 +148,7 @@ class TrainingSession:
     def _attach_off_policy(self, learner: Any, start_step: int) -> Any:
         from itertools import islice
 
-        from rlexp.train.off_policy import attach
+        from rlexp.train.off_policy_learner import attach
 
         t = self.conf.trainer
         shuffle = self.conf.dataset.shuffle != "maxtext"

@@ -6,6 +6,8 @@
   (`Hooks.examples`), rlexp.algorithms.dapo;
 - `route_rollouts(learner, ...)`: agent=tools' episodes and their loss mask, rlexp.train.episodes;
 - `resume_data_per_rollout(learner, n)`: a resumed run's data fast-forward counted in rollouts (num_iterations);
+- `gate_rewards(learner, gate)`: the reward functions called inside the off-policy queue's scoring turn
+  (bounded staleness, rlexp.train.off_policy);
 - `rewrite_examples(learner, rewrite)`: each rollout's TrainExample rewritten after Tunix built it (on-policy
   distillation's per-token advantages, rlexp.algorithms.opd; the rollout-trainer mismatch correction's weights,
   rlexp.algorithms.correction), with `Step.sampler_logprobs` and `Step.trainer_logprobs` to read.
@@ -191,6 +193,19 @@ def route_rollouts(
         return dataclasses.replace(example, completion_mask=jnp.asarray(new))
 
     learner._generate_and_compute_advantage = generate_and_advantage
+
+
+def gate_rewards(learner: Any, gate: Callable[[], Any]) -> None:
+    """Run the learner's reward functions (its `_compute_rewards`, the overrides above included) inside `gate()`:
+    the off-policy queue's scoring turn (rlexp.train.off_policy, pipelined), so that reward functions keep being
+    called one batch at a time while the next batch generates."""
+    own = learner._compute_rewards
+
+    def compute_rewards(*args: Any, **kwargs: Any) -> Any:
+        with gate():
+            return own(*args, **kwargs)
+
+    learner._compute_rewards = compute_rewards
 
 
 def rewrite_examples(learner: Any, rewrite: Callable[[Any, Step], Any]) -> None:

@@ -110,7 +110,8 @@ PRIVATES: tuple[Private, ...] = (
     Private(("_last_iter_step", "_iter_steps"), "tunix.rl.rl_learner:RLLearner", "_prepare_data", "0ad2bc95d080c2f0",
             "learners", lambda c: c.trainer.num_iterations > 1, "run trainer.num_iterations=1, or " + patching.REINSTALL),
     Private(("_compute_rewards",), "tunix.rl.rl_learner:RLLearner", "_compute_rewards", "d7ed414ff1072cf1",
-            "learners", _dapo, DAPO_OFF),
+            "learners", lambda c: _dapo(c) or _ahead(c),
+            "run trainer.off_policy.max_staleness=0 and " + DAPO_OFF + ", or " + patching.REINSTALL),
     Private(("_generate_and_compute_advantage",), GRPO, "_generate_and_compute_advantage", "755b193e95aeeedb",
             "learners", lambda c: _dapo(c) or _opd(c) or _correction(c) or _ahead(c) or c.agent.kind == "tools",
             "run agent=single_turn, trainer.correction.mode=none, trainer.off_policy.max_staleness=0 and " + DAPO_OFF

@@ -11,6 +11,8 @@ what a rollout sampled ahead buffers (bounded staleness, rlexp.tunix.ahead).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -195,8 +197,12 @@ def recording_cluster_class() -> type:
         _lengths = threading.local()  # rollouts run in Tunix's data thread, evals in the training one
         _captured = threading.local()  # metrics buffered by a rollout sampled ahead (rlexp.tunix.ahead)
 
+        # around each generation: the off-policy queue's turn (rlexp.train.off_policy, pipelined), else nothing
+        gate: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
+
         def generate(self, *args: Any, **kwargs: Any) -> Any:
-            out = super().generate(*args, **kwargs)
+            with self.gate():
+                out = super().generate(*args, **kwargs)
             self._lengths.value = [len(ids) for ids in out.tokens]
             self._lengths.logprobs = out.logprobs  # per completion, as long as its tokens (RolloutConfig asks)
             return out

@@ -75,7 +75,57 @@ def run(queue: OffPolicyQueue, learner: Learner, steps: range, update_s: float =
     return trained_on
 
 
-def make(k: int, learner: Learner, last: int, start: int = 0, run_dir: Path | None = None) -> tuple:
+class Pipelined(Learner):
+    """A pass in three parts, as Tunix's: generation (inside the queue's turn: weights, seed), then scoring (inside
+    its scoring turn). Records the order of each part and whether two ever overlapped."""
+
+    def __init__(self, generate_s: float, score_s: float, fail_at: int | None = None) -> None:
+        super().__init__(colocated=False, fail_at=fail_at)
+        self.generate_s, self.score_s = generate_s, score_s
+        self.queue: OffPolicyQueue | None = None
+        self.generated: list[int] = []
+        self.scored: list[int] = []
+        self.seeds: dict[int, int] = {}
+        self.busy = {"generate": 0, "score": 0}
+        self.overlapped: list[str] = []
+        self.lock = threading.Lock()
+        self.seed_set = 0
+
+    def prepare(self, step: int) -> int:
+        return step * 10  # the step's rows
+
+    def seed(self, step: int) -> None:
+        self.seed_set = step
+
+    def _inside(self, part: str, seconds: float) -> None:
+        with self.lock:
+            self.busy[part] += 1
+            if self.busy[part] > 1:
+                self.overlapped.append(part)
+        time.sleep(seconds)
+        with self.lock:
+            self.busy[part] -= 1
+
+    def sample_prepared(self, step: int, prepared: int) -> Sampled:
+        assert prepared == step * 10 and self.queue is not None
+        with self.queue.generation():
+            self.generated.append(step)
+            self.seeds[step] = self.seed_set
+            weights = self.engine
+            self._inside("generate", self.generate_s)
+        assert weights is not None
+        self.sampled_with[step] = weights
+        with self.queue.scored():
+            if step == self.fail_at:
+                raise ValueError(f"reward broke at {step}")
+            self.scored.append(step)
+            self._inside("score", self.score_s)
+        return Sampled({"weights": weights}, prompts(step), (None, None), [({"m": (step, None)}, "train")])
+
+
+def make(
+    k: int, learner: Learner, last: int, start: int = 0, run_dir: Path | None = None, pipelined: bool = False
+) -> tuple:
     metrics: dict[int, dict] = {}
     samples: list[str] = []
     queue = OffPolicyQueue(
@@ -87,7 +137,10 @@ def make(k: int, learner: Learner, last: int, start: int = 0, run_dir: Path | No
         on_metrics=lambda step, m: metrics.setdefault(step, {}).update(m),
         write_samples=samples.extend,
         run_dir=None if run_dir is None else str(run_dir),
+        pipelined=pipelined,
     )
+    if isinstance(learner, Pipelined):
+        learner.queue = queue
     return queue, metrics
 
 
@@ -180,5 +233,48 @@ def test_close_stops_a_thread_waiting_for_weights() -> None:
     closer = threading.Thread(target=queue.close)
     closer.start()
     closer.join(timeout=5)
-    assert not closer.is_alive() and not queue.thread.is_alive()
+    assert not closer.is_alive() and not any(thread.is_alive() for thread in queue.threads)
     assert learner.installs[-1] == learner.trained  # the engine ends with the trainer's weights (eval after)
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_pipelined_threads_sample_what_one_thread_samples_one_part_at_a_time_in_step_order(k: int) -> None:
+    one = Learner(colocated=False, sample_s=0.004)
+    queue, _ = make(k, one, last=12)
+    run(queue, one, range(1, 13), update_s=0.002)
+    two = Pipelined(generate_s=0.002, score_s=0.004)
+    queue, metrics = make(k, two, last=12, pipelined=True)
+    assert len(queue.threads) == 0 and queue.pipelined
+    trained_on = run(queue, two, range(1, 13), update_s=0.002)
+    assert two.sampled_with == one.sampled_with == {s: max(0, s - 1 - k) for s in range(1, 13)}
+    assert trained_on == sorted(one.sampled_with.items())
+    assert two.generated == two.scored == list(range(1, 13)) and two.seeds == {s: s for s in range(1, 13)}
+    assert not two.overlapped, two.overlapped  # the engine and the reward functions: one batch at a time
+    assert two.installs[1:] == sorted(set(two.installs[1:]))
+    assert all(row[STALENESS_MAX] <= k for row in metrics.values())
+
+
+def test_pipelined_scoring_overlaps_the_next_generation() -> None:
+    """A slow scorer (a judge, a reward service): two threads wait for max(generation, scoring) a step, not their
+    sum. Timed side by side against one thread, on sleeps (no CPU): a ratio, not a wall-clock limit."""
+    seconds = {}
+    for pipelined in (False, True):
+        learner = Pipelined(generate_s=0.03, score_s=0.05)
+        if not pipelined:  # one thread: the whole pass at once, as Tunix's own pass runs
+            learner.sample = lambda step, learner=learner: learner.sample_prepared(step, step * 10)  # type: ignore[method-assign]
+            learner.prepare = Sampler.prepare.__get__(learner)  # type: ignore[method-assign]
+        queue, _ = make(2, learner, last=16, pipelined=pipelined)
+        began = time.perf_counter()
+        run(queue, learner, range(1, 17))
+        seconds[pipelined] = time.perf_counter() - began
+        assert learner.generated == learner.scored == list(range(1, 17))
+    assert seconds[True] <= 0.8 * seconds[False], seconds  # 16 x 0.05 s against 16 x 0.08 s, ideally 0.63
+
+
+def test_a_pipelined_scorers_error_reaches_the_learner_and_stops_both_threads() -> None:
+    learner = Pipelined(generate_s=0.001, score_s=0.002, fail_at=4)
+    queue, _ = make(2, learner, last=20, pipelined=True)
+    with pytest.raises(ValueError, match="reward broke at 4"):
+        run(queue, learner, range(1, 21))
+    queue.close()
+    assert not any(thread.is_alive() for thread in queue.threads)

@@ -67,6 +67,7 @@ def test_a_thread_on_rollout_devices_samples_what_the_colocated_queue_samples(tm
         assert untimed(evals[0][label]) == pytest.approx(untimed(evals[1][label])), label
     summary = json.loads((apart / "summary.json").read_text())
     assert summary["plan"]["off_policy"]["concurrent"] is True
+    assert summary["plan"]["off_policy"]["pipelined_scoring"] is True  # two threads: scoring beside generation
     assert summary["plan"]["memory"]["off_policy_staged_weights"] > 0
 
 
