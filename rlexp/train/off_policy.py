@@ -161,6 +161,7 @@ class OffPolicyQueue:
             self.installed = (self.resumed, self.sampler.stage())
             with self.engine:
                 self.sampler.install(self.installed[1])
+            self.turn = self.scoring_turn = self.next  # after a resumed run's restored batches
             loop, n = (self._run_pipelined, 2) if self.pipelined else (self._run, 1)
             self.threads = [threading.Thread(target=loop, name=f"rlexp-off-policy-{i}", daemon=True) for i in range(n)]
             for thread in self.threads:

@@ -191,6 +191,24 @@ def test_a_checkpoint_queue_resumes_the_same_schedule(tmp_path: Path) -> None:
     assert sorted(second.sampled_with) == [7, 8]  # 5 and 6 came from the checkpoint
 
 
+def test_pipelined_threads_resume_after_the_restored_batches(tmp_path: Path) -> None:
+    """A resumed run's queue holds the batches its checkpoint stored: the two threads' turns start after them."""
+    first = Pipelined(generate_s=0.001, score_s=0.001)
+    queue, _ = make(2, first, last=8, run_dir=tmp_path, pipelined=True)
+    run(queue, first, range(1, 5))
+    queue.store(4, to_host=lambda x: x)
+    second = Pipelined(generate_s=0.001, score_s=0.001)
+    second.trained = 4
+    resumed, _ = make(2, second, last=8, start=4, run_dir=tmp_path, pipelined=True)
+    resumed.restore(4, to_device=lambda x: x)
+    done = threading.Thread(target=run, args=(resumed, second, range(5, 9)), daemon=True)
+    done.start()
+    done.join(timeout=10)
+    assert not done.is_alive(), "the resumed threads wait for turns that never come"
+    assert second.generated == second.scored == [7, 8]  # 5 and 6 came from the checkpoint
+    assert {**first.sampled_with, **second.sampled_with} == {s: max(0, s - 3) for s in range(1, 9)}
+
+
 def test_a_resume_without_the_queue_file_is_one_line(tmp_path: Path) -> None:
     queue, _ = make(1, Learner(colocated=True), last=8, start=4, run_dir=tmp_path)
     with pytest.raises(RunError, match=r"off_policy/4.pkl: missing.*move checkpoints/actor/4 aside"):

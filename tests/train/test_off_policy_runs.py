@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import SHORT, run_rlexp
+from tests.helpers import SHORT, run_rlexp, sigterm_at_progress
 from tests.resume import SIGTERM_REWARD, sigterm_then_resume, train_steps, untimed
 from tests.train.test_training_e2e import records, run
 
@@ -52,13 +52,24 @@ def test_the_default_task_learns_with_batches_sampled_ahead(k: int, tmp_path: Pa
 
 def test_a_thread_on_rollout_devices_samples_what_the_colocated_queue_samples(tmp_path: Path) -> None:
     """2 trainer + 2 rollout CPU devices, a mid-run eval (the thread pauses, the engine samples with the trainer's
-    weights): the same batches, losses and evals as colocated, to float rounding (measured over 300 steps too)."""
+    weights): the same batches, losses and evals as colocated, to float rounding (measured over 300 steps too).
+    The same run SIGTERMed mid-way (the rollout threads sampling ahead) resumes to the uninterrupted run's numbers."""
     common = [*SHORT, "trainer.off_policy.max_staleness=1", "trainer.max_steps=12", "trainer.eval_every=6"]
     common += ["trainer.checkpoint_every=6", "logger=none"]
-    colocated, apart = tmp_path / "colocated", tmp_path / "apart"
-    for run_dir, extra in ((colocated, []), (apart, ["slice=cpu-4", "slice.rollout_devices=2"])):
+    colocated, apart, stopped = tmp_path / "colocated", tmp_path / "apart", tmp_path / "stopped"
+    devices = ["slice=cpu-4", "slice.rollout_devices=2"]
+    for run_dir, extra in ((colocated, []), (apart, devices)):
         proc = run_rlexp(*common, *extra, f"output_dir={run_dir}", timeout=900)
         assert proc.returncode == 0, proc.stderr[-3000:]
+    code, rest = sigterm_at_progress(*common, *devices, f"output_dir={stopped}", step_line="rlexp: step 4/12")
+    assert code == 1 and "checkpoint saved; rerun the same command to resume" in rest, rest[-3000:]
+    (checkpoint,) = [int(d.name) for d in (stopped / "checkpoints" / "actor").iterdir() if d.name.isdigit()]
+    assert 4 <= checkpoint < 12 and (stopped / "checkpoints" / "off_policy" / f"{checkpoint}.pkl").is_file()
+    proc = run_rlexp(*common, *devices, f"output_dir={stopped}", timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    same_training(train_steps(stopped), train_steps(apart), range(1, 13))
+    assert sorted(train_steps(stopped)) == list(range(1, 13))
+    assert records(stopped, "samples.jsonl") == records(apart, "samples.jsonl")
     a, b = rows(colocated), rows(apart)
     same_training(a, b, range(1, 13))
     assert all("perf/rollout_time_sec" in b[s] for s in range(1, 13))  # the thread times its own batches
