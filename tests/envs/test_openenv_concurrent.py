@@ -1,16 +1,20 @@
 """env=openenv steps a turn's episodes all at once (`OpenEnvToolBox.exchange`): against the guessing game with a
 latency on every step (tests/envs/guess_server.py `--step-latency-s`), a batch of 8 episodes takes a fraction of
 the time the same toolbox takes stepping them one after another, and the episodes (tokens, masks, conversations,
-counters, their metrics) and the server's rewards, faults included, are the same. The policy is scripted: no JAX."""
+counters, their metrics) and the server's rewards, faults included, are the same. The policy is scripted: no JAX.
+A server dying mid-turn fails all the turn's steps at once, before its process is reaped: it is still named by its
+exit code."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import pytest
 
 from rlexp.models.loader import load_tokenizer
-from tests.envs.guess import running
+from tests.envs.guess import free_port, running
 from tests.envs.test_openenv import BASE, conf_of, play, prepare
 from tests.helpers import compose_conf
 
@@ -65,3 +69,15 @@ def test_a_turn_steps_its_episodes_at_once_with_the_same_episodes(tokenizer, fla
     # the faults: the faulty task's errored rewards; the unknown tool's calls and train-7's refused one
     assert ("nan" in sequential["values"]) if not flags else sum(sequential["tool_errors"]) == 7
     assert at_once <= 0.5 * one_by_one, (at_once, one_by_one)  # 8 episodes a turn: about one latency, not eight
+
+
+def test_a_child_server_that_just_crashed_is_named_by_its_exit_code_not_the_refused_connection() -> None:
+    from rlexp.envs.openenv_server import Server
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5); raise SystemExit(3)"])
+    try:  # its port refuses at once, while the process has not exited yet
+        server = Server("env.command", "python dies.py", f"http://127.0.0.1:{free_port()}", proc)
+        assert server.gone() == "the OpenEnv server exited with code 3"
+    finally:
+        proc.kill()
+        proc.wait()
