@@ -75,6 +75,8 @@ def tool_specs(lives: dict[str, Live]) -> list[dict[str, Any]]:
 class OpenEnvToolBox:
     """The run's episodes on its OpenEnv servers; `lives`: task -> server, `rows`: prompt -> {task, split, index}."""
 
+    concurrent = True  # the runner hands a turn's steps of all its episodes to `exchange` at once
+
     def __init__(self, lives: dict[str, Live], rows: dict[str, dict[str, Any]]) -> None:
         global _ACTIVE
         self.lives, self.rows = lives, rows
@@ -150,8 +152,8 @@ class OpenEnvToolBox:
 
     async def _step(self, ep: Episode, action: dict[str, Any], tool: bool) -> tuple[str, bool]:
         start = time.monotonic()
-        try:
-            result = await ep.client.step(action)
+        try:  # a session that never answers is its episode's fault, never its batch's (`exchange`)
+            result = await asyncio.wait_for(ep.client.step(action), self._timeout(ep.live))
             text, failed = tool_text(result) if tool else (None, False)
             reply = read(result, None if tool else ep.live.observation_key)
             self._take_reply(ep, reply)
@@ -162,35 +164,71 @@ class OpenEnvToolBox:
         finally:
             ep.seconds += time.monotonic() - start
 
+    def _guard(self, needs: dict[int, Any]) -> float:
+        """The last guard of a batch of steps (each step has its own timeout, `_step`)."""
+        steps = [(1 if isinstance(n, str) else len(n), self.episodes[i].live) for i, n in needs.items()]
+        return max([k * self._timeout(live) for k, live in steps] or [0.0]) + 10
+
     def act(self, text: str, episode: int) -> tuple[str, bool] | None:
         """A model turn without tool calls as the episode's action: (the observation, whether the episode ended);
         None where the environment's moves are tool calls (the turn is its answer)."""
+        return run(self._act(text, episode), self._timeout(self.episodes[episode].live) + 10)
+
+    async def _act(self, text: str, episode: int) -> tuple[str, bool] | None:
         ep = self.episodes[episode]
         if ep.live is not None and ep.live.action_key is None:
             return None
         if ep.error is not None or ep.done:
             return f"error: {ep.error}" if ep.error else "", True
-        out, _ = run(self._step(ep, {ep.live.action_key: text}, tool=False), self._timeout(ep.live))
+        out, _ = await self._step(ep, {ep.live.action_key: text}, tool=False)
         return out, ep.done or ep.error is not None
 
     def call(self, name: str, arguments: Any, episode: int | None = None) -> tuple[str, bool]:
         """An MCP tool call of episode `episode`, as OpenEnv's call_tool step: (text for the model, failed)."""
         ep = self.episodes[episode] if episode is not None else Episode(None)
+        return self._counted(name, *run(self._call(name, arguments, ep), self._timeout(ep.live) + 10))
+
+    async def _call(self, name: str, arguments: Any, ep: Episode) -> tuple[str, bool, bool]:
+        """(text, failed, whether the call reached the server and counts toward agent.tool_error_budget)."""
         names = [t["name"] for t in (ep.live.tools if ep.live is not None else [])]
         if name not in names:
-            return f"error: unknown tool {name!r}; tools: {', '.join(names) or 'none'}", True
+            return f"error: unknown tool {name!r}; tools: {', '.join(names) or 'none'}", True, False
         if not isinstance(arguments, dict):
-            return f"error: arguments of {name} must be a JSON object", True
+            return f"error: arguments of {name} must be a JSON object", True, False
         if ep.error is not None or ep.done:
-            return f"error: {ep.error or 'the episode is over'}", True
+            return f"error: {ep.error or 'the episode is over'}", True, False
         action = {"type": "call_tool", "tool_name": name, "arguments": arguments}
-        text, failed = run(self._step(ep, action, tool=True), self._timeout(ep.live))
-        count = self.counts.setdefault(name, [0, 0])
-        count[0] += 1
-        count[1] += failed
-        if failed:
-            self.last_error[name] = text.removeprefix("error: ")
+        return (*await self._step(ep, action, tool=True), True)
+
+    def _counted(self, name: str, text: str, failed: bool, counts: bool) -> tuple[str, bool]:
+        if counts:
+            count = self.counts.setdefault(name, [0, 0])
+            count[0] += 1
+            count[1] += failed
+            if failed:
+                self.last_error[name] = text.removeprefix("error: ")
         return (f"error: {text}" if failed and not text.startswith("error: ") else text), failed
+
+    def exchange(self, needs: dict[int, Any]) -> dict[int, tuple[list[Any], int]]:
+        """A turn's environment steps of all its episodes at once (`EpisodeRunner._exchange`: episode -> its action
+        text or its [(tool, arguments)] calls), each episode's own calls one after another in its session; the
+        counters then taken in episode order, as `act` and `call` one episode after another would."""
+
+        async def turn(i: int, need: Any) -> list[Any]:
+            if isinstance(need, str):
+                return [await self._act(need, i)]
+            return [await self._call(name, arguments, self.episodes[i]) for name, arguments in need]
+
+        async def turns() -> list[list[Any]]:
+            return await asyncio.gather(*(turn(i, need) for i, need in needs.items()))
+
+        said = run(turns(), self._guard(needs)) if needs else []
+        out = {}
+        for (i, need), replies in zip(needs.items(), said, strict=True):
+            if not isinstance(need, str):
+                replies = [self._counted(name, *r) for (name, _), r in zip(need, replies, strict=True)]
+            out[i] = (replies, 0)  # OpenEnv's client retries nothing (`retries`)
+        return out
 
     def ended(self, episode: int) -> bool:
         ep = self.episodes[episode]

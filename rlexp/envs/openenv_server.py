@@ -151,6 +151,11 @@ class Server:
         try:
             request(self, "/health", timeout_s=5.0)
         except RunError as err:
+            if self.proc is not None:  # a child that just crashed refuses before it is reaped: its exit code
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.proc.wait(timeout=3)
+                if self.exited() is not None:
+                    return self.gone()
             return str(err).split(": ", 1)[-1]
         return None
 

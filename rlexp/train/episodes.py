@@ -7,7 +7,10 @@ without calls (the answer), a turn matching `agent.answer_pattern`, `agent.max_t
 budget `trainer.max_completion_tokens` (both counted as truncated). With env=openenv a turn without calls is
 the environment's action instead (`tools.act`): its observation follows as a user turn, environment text too,
 and the episode ends when the environment says so (`done`, or a call's `tools.ended`). The budget binds before the next turn is
-sampled, so prompt + episode never outgrow the KV cache or the model's context.
+sampled, so prompt + episode never outgrow the KV cache or the model's context. A turn of the batch is opened
+for every live episode (its model turn appended, what it needs of the environment noted), the environment
+answers them (`_exchange`: all at once where the toolbox declares `concurrent`, env=openenv's sessions; else one
+episode after another), then each is closed in episode order, so the episodes are the same either way.
 
 Training sees the whole episode as one completion: the model's tokens with mask 1, the environment's (tool
 results, turn headers) with mask 0. The mask replaces Tunix's pad-only completion mask, so the policy loss and
@@ -33,6 +36,17 @@ from rlexp.tools.toolbox import ToolBox
 BUCKET = 16  # prompt widths of later turns round up to this many tokens
 
 Generate = Callable[[list[str], Any], Any]  # (prompt strings, RolloutConfig) -> RolloutOutput
+Need = str | list[tuple[str, Any]]  # what a turn asks of the environment: the action (the turn), or its calls
+
+
+@dataclasses.dataclass
+class Pending:
+    """A model turn appended to its episode, waiting for the environment's replies to `need`."""
+
+    record: dict[str, Any]
+    parsed: Any
+    ended_on_stop: bool
+    need: Need
 
 
 @dataclasses.dataclass
@@ -152,10 +166,16 @@ class EpisodeRunner:
             out = generate([prompts[i] + texts[i] if active[i] else prompts[i] for i in range(n)], turn_cfg)
             if prompt_tokens is None:
                 prompt_tokens = np.asarray(out.left_padded_prompt_tokens)
-            for i in live:
-                before = self.tools.retries  # the episode's calls run one after another, here
-                t = self._step(i, out.text[i], list(out.tokens[i]), texts, tokens, masks, final, convs)
-                retries[i] += self.tools.retries - before
+            opened = {
+                i: self._open(i, out.text[i], list(out.tokens[i]), texts, tokens, masks, final, convs) for i in live
+            }
+            waiting = {i: t for i, t in opened.items() if isinstance(t, Pending)}
+            replies = self._exchange({i: t.need for i, t in waiting.items()})
+            for i in live:  # in index order, as one episode after another would
+                t = opened[i]
+                if isinstance(t, Pending):
+                    said, retries[i] = replies[i][0], retries[i] + replies[i][1]
+                    t = self._close(i, t, said, texts, tokens, masks, convs)
                 turns[i] += 1
                 calls[i] += len(t.get("tool_calls", []))
                 errors[i] += t.pop("errors", 0)
@@ -183,9 +203,26 @@ class EpisodeRunner:
         )
         return self.last
 
-    def _step(self, i, text, ids, texts, tokens, masks, final, convs) -> dict[str, Any]:  # noqa: ANN001
-        """One model turn of episode i: append it, and its tools' results unless the episode ends here; the turn's
-        record (with `end`, `truncated`, `errors` for the caller to take out)."""
+    def _exchange(self, needs: dict[int, Need]) -> dict[int, tuple[list[Any], int]]:
+        """The environment's replies to the turn's episodes (`Need`): per episode, its replies (an action's: [the
+        observation and whether the episode ended, or None]; calls': [(text, failed)] each) and its retries. A
+        toolbox that declares `concurrent` answers all episodes at once (`exchange`: env=openenv's sessions, on one
+        event loop); the others one episode after another (env=class's one child, registry tools' shared pool)."""
+        if getattr(self.tools, "concurrent", False):
+            return self.tools.exchange(needs)
+        out = {}
+        for i, need in needs.items():
+            before = self.tools.retries  # the episode's calls run one after another, here
+            if isinstance(need, str):
+                said = [self.tools.act(need, i)]
+            else:
+                said = [self.tools.call(name, arguments, episode=i) for name, arguments in need]
+            out[i] = (said, self.tools.retries - before)
+        return out
+
+    def _open(self, i, text, ids, texts, tokens, masks, final, convs) -> dict[str, Any] | Pending:  # noqa: ANN001
+        """One model turn of episode i, appended: the turn's record where the episode ends here (with `end`,
+        `truncated`, `errors` for the caller to take out), else what the turn needs of the environment."""
         room = self.budget - len(tokens[i])
         ended_on_stop = len(ids) < self.turn_tokens
         if len(ids) >= room:  # the budget ends the episode inside (or right at the end of) this turn
@@ -204,8 +241,15 @@ class EpisodeRunner:
         if self.answer is not None and self.answer.search(text):
             record.update(end="answer")
             return record
-        if not (parsed.calls or parsed.errors):
-            reply = self.tools.act(text, i)  # env=openenv: a turn without calls is the environment's action
+        # env=openenv: a turn without calls is the environment's action
+        need = [(c.name, c.arguments) for c in parsed.calls] if parsed.calls or parsed.errors else text
+        return Pending(record, parsed, ended_on_stop, need)
+
+    def _close(self, i, t: Pending, said: list[Any], texts, tokens, masks, convs) -> dict[str, Any]:  # noqa: ANN001
+        """Episode i's turn `t`, given the environment's replies: its results appended unless the episode ends."""
+        record, parsed = t.record, t.parsed
+        if isinstance(t.need, str):
+            reply = said[0]
             if reply is None:  # the answer
                 record.update(end="answer")
                 return record
@@ -215,11 +259,11 @@ class EpisodeRunner:
                 return record
             after = self.format.observation(convs[i][-1]["content"])
         else:
-            after = self._calls(i, parsed, record, convs)
+            after = self._results(i, parsed, said, record, convs)
             if self.tools.ended(i):  # env=openenv: a tool call ended the episode
                 record.update(end="env")
                 return record
-        if ended_on_stop:  # the turn's end token, written by the model (the sampler drops it from the output)
+        if t.ended_on_stop:  # the turn's end token, written by the model (the sampler drops it from the output)
             stop = self.call_stop if parsed.calls else self.stop_id
             tokens[i].append(stop), masks[i].append(1)
             texts[i] += self.tokenizer.decode([stop])
@@ -232,11 +276,10 @@ class EpisodeRunner:
         texts[i] += self.tokenizer.decode(env)
         return record
 
-    def _calls(self, i, parsed, record, convs) -> str:  # noqa: ANN001
-        """Run a turn's calls (a malformed one is answered, so the model can retry): the text that follows it."""
+    def _results(self, i, parsed, said, record, convs) -> str:  # noqa: ANN001
+        """A turn's calls' results (a malformed call is answered, so the model can retry): the text after it."""
         results = []
-        for call in parsed.calls:
-            out, failed = self.tools.call(call.name, call.arguments, episode=i)
+        for call, (out, failed) in zip(parsed.calls, said, strict=True):
             results.append((call.name, self._cut(out)))
             record.setdefault("tool_calls", []).append({"name": call.name, "arguments": call.arguments})
             convs[i].append({"role": "tool", "name": call.name, "content": results[-1][1], "error": failed})

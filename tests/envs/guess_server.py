@@ -9,7 +9,8 @@ OpenEnv way: actions are `CallToolAction`s, the reward and the end come on the t
 
 Faults on purpose, each by the task's split or a flag: split `slow` answers a step after `--slow-s` seconds,
 split `nanreward` ends with a NaN reward, split `malformed` sends an observation whose text is no text, and the
-server exits (code 3) at its first step once the file `--die-when` names exists (a server dying mid-run). `--log path` appends every step
+server exits (code 3) at its first step once the file `--die-when` names exists (a server dying mid-run).
+`--step-latency-s` delays every step (a remote environment's round trip). `--log path` appends every step
 (task, guess, observation, reward, done) as a JSON line: the tests compare rlexp's numbers with the server's.
 """
 
@@ -29,7 +30,7 @@ try:
 except ImportError:  # run as a script from elsewhere than the checkout's root
     from guess import SPLITS, target  # type: ignore[no-redef]
 
-OPTS: dict[str, Any] = {"log": None, "die_when": None, "slow_s": 0.0}
+OPTS: dict[str, Any] = {"log": None, "die_when": None, "slow_s": 0.0, "step_latency_s": 0.0}
 
 
 class GuessAction(Action):
@@ -70,6 +71,7 @@ class GuessGame(Environment):
     def play(self, guess: str) -> GuessObservation:
         if OPTS["die_when"] and os.path.exists(OPTS["die_when"]):
             os._exit(3)  # a server dying mid-run
+        time.sleep(OPTS["step_latency_s"])  # a remote environment's round trip (each session in a thread of its own)
         if self.split == "slow":
             time.sleep(OPTS["slow_s"])
         self._state.step_count += 1
@@ -166,9 +168,10 @@ def main() -> None:
     parser.add_argument("--log")
     parser.add_argument("--die-when")
     parser.add_argument("--slow-s", type=float, default=5.0)
+    parser.add_argument("--step-latency-s", type=float, default=0.0)
     parser.add_argument("--mcp", action="store_true")
     args = parser.parse_args()
-    OPTS.update(log=args.log, die_when=args.die_when, slow_s=args.slow_s)
+    OPTS.update(log=args.log, die_when=args.die_when, slow_s=args.slow_s, step_latency_s=args.step_latency_s)
     import uvicorn
 
     if args.mcp:
