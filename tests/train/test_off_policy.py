@@ -57,7 +57,14 @@ class Learner(Sampler):
         return self.trained
 
 
-def run(queue: OffPolicyQueue, learner: Learner, steps: range, update_s: float = 0.0, halves: bool = False) -> list:
+def run(
+    queue: OffPolicyQueue,
+    learner: Learner,
+    steps: range,
+    update_s: float = 0.0,
+    halves: bool = False,
+    close: bool = True,
+) -> list:
     """Tunix's loop in short: each step takes its batch (in two halves: micro-batches), updates, syncs weights."""
     trained_on = []
     for step in steps:
@@ -71,7 +78,8 @@ def run(queue: OffPolicyQueue, learner: Learner, steps: range, update_s: float =
         learner.trained = step
         if queue.concurrent:
             queue.push(step, learner.stage)
-    queue.close()
+    if close:
+        queue.close()
     return trained_on
 
 
@@ -195,8 +203,9 @@ def test_pipelined_threads_resume_after_the_restored_batches(tmp_path: Path) -> 
     """A resumed run's queue holds the batches its checkpoint stored: the two threads' turns start after them."""
     first = Pipelined(generate_s=0.001, score_s=0.001)
     queue, _ = make(2, first, last=8, run_dir=tmp_path, pipelined=True)
-    run(queue, first, range(1, 5))
-    queue.store(4, to_host=lambda x: x)
+    run(queue, first, range(1, 5), close=False)
+    queue.store(4, to_host=lambda x: x)  # as a checkpoint saves it: while the threads sample on
+    queue.close()
     second = Pipelined(generate_s=0.001, score_s=0.001)
     second.trained = 4
     resumed, _ = make(2, second, last=8, start=4, run_dir=tmp_path, pipelined=True)
