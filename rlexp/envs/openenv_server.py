@@ -145,19 +145,19 @@ class Server:
     def gone(self) -> str | None:
         """Why the server no longer serves (its exit code and last line), or None while /health answers."""
         code = self.exited()
-        if code is not None:
-            last = self.last_output()
-            return f"the OpenEnv server exited with code {code}" + (f" (its last line: {last})" if last else "")
-        try:
-            request(self, "/health", timeout_s=5.0)
-        except RunError as err:
-            if self.proc is not None:  # a child that just crashed refuses before it is reaped: its exit code
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    self.proc.wait(timeout=3)
-                if self.exited() is not None:
-                    return self.gone()
-            return str(err).split(": ", 1)[-1]
-        return None
+        if code is None:
+            try:
+                request(self, "/health", timeout_s=5.0)
+                return None
+            except RunError as err:
+                if self.proc is not None:  # a child that just crashed refuses before it is reaped: its exit code
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        self.proc.wait(timeout=3)
+                code = self.exited()
+                if code is None:
+                    return str(err).split(": ", 1)[-1]
+        last = self.last_output()
+        return f"the OpenEnv server exited with code {code}" + (f" (its last line: {last})" if last else "")
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
