@@ -137,7 +137,9 @@ class OffPolicyQueue:
         self.threads: list[threading.Thread] = []
         self._local = threading.local()  # the batch being sampled in this thread (its samples.jsonl rows)
         self.turn = self.scoring_turn = start_step + 1  # pipelined: the steps whose generation, scoring come next
-        self.scoring = threading.Lock()  # pipelined: held while a batch is scored (reward functions: one at a time)
+        # held while a batch is scored, and around a mid-run eval (reward functions: one batch at a time); reentrant,
+        # as an eval that scores through the learner's gated rewards takes it again
+        self.scoring = threading.RLock()
 
     # -- sampling ------------------------------------------------------------------------------
     def sampling(self) -> Batch | None:
