@@ -41,10 +41,10 @@ from tests.helpers import rlexp_env
 IMAGE = "localhost/rlexp-guess:test"
 GAME = [Path(SERVER), Path(SERVER).with_name("guess.py")]
 MISSING = "podman or strace is not installed: run scripts/install_system_deps.sh (env.image's tests need a real engine)"
-# standard-library folders no server needs
 # the environment the server has in the container (none of this machine's, such as SSL_CERT_FILE, which would
 # spare it reading certifi's bundle here)
 _CONTAINER_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root"}
+# standard-library folders no server needs
 _SKIP = {"test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3", "site-packages", "__pycache__"}
 
 # Drives one episode through rlexp's own client (a WebSocket session: reset, a step), as a run does.
