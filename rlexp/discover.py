@@ -8,6 +8,7 @@ type, loaders that import JAX) are never imported for the search. Pure stdlib.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 import re
@@ -19,13 +20,17 @@ DECLARES_SPEC = re.compile(r"^SPEC\s*=\s*register\(", re.M)
 def spec_modules(package: str, first: tuple[str, ...] = ()) -> list[str]:
     """Full names of the package's modules that declare a SPEC, those named in `first` first (in its order), then
     the rest by name."""
-    path = list(importlib.import_module(package).__path__)
+    return list(_found(package, tuple(importlib.import_module(package).__path__), first))
+
+
+@functools.cache  # a registry is asked on every step (step rates, checks): its package's files are read once
+def _found(package: str, path: tuple[str, ...], first: tuple[str, ...]) -> tuple[str, ...]:
     names = [m.name for m in pkgutil.iter_modules(path) if not m.ispkg and DECLARES_SPEC.search(_source(path, m.name))]
     names.sort(key=lambda n: (first.index(n) if n in first else len(first), n))
-    return [f"{package}.{n}" for n in names]
+    return tuple(f"{package}.{n}" for n in names)
 
 
-def _source(path: list[str], name: str) -> str:
+def _source(path: tuple[str, ...], name: str) -> str:
     for folder in path:
         file = Path(folder) / f"{name}.py"
         if file.is_file():
