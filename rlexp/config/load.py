@@ -35,6 +35,8 @@ def register_configs() -> None:
 
     cs = ConfigStore.instance()
     register_resolvers()
+    if _STORED and cs.repo.get("rlexp_schema.yaml") is _STORED["root"]:  # a run's process calls it 3 times (0.05 s)
+        return
     cs.store(name="rlexp_schema", node=RlexpConfig)
     for group, schema in GROUP_SCHEMAS.items():
         cs.store(group=group, name=f"{group}_schema", node=schema)
@@ -43,6 +45,10 @@ def register_configs() -> None:
     cs.store(group="hydra/launcher", name="gke", node=GkeLauncherConf, provider="rlexp")
     # the default sweeper: conf/hydra_choices.yaml
     cs.store(group="hydra/sweeper", name="rlexp", node=SweeperConf, provider="rlexp")
+    _STORED["root"] = cs.repo.get("rlexp_schema.yaml")
+
+
+_STORED: dict[str, Any] = {}  # the ConfigStore entry the last registration made (stored again if replaced)
 
 
 def to_config(cfg: DictConfig | dict) -> RlexpConfig:
