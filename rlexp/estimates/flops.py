@@ -11,6 +11,8 @@ spec adds (`extra_forward_passes`: PPO's old policy and critic). MFU = those FLO
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rlexp.algorithms.registry import algorithm_of, extra_forward_passes
 from rlexp.config.hardware import peak_flops
 from rlexp.config.schema import ModelConfig, RlexpConfig
@@ -36,22 +38,40 @@ def passes_per_token(cfg: RlexpConfig) -> float:
 
 def step_flops(cfg: RlexpConfig, completion_tokens: float) -> tuple[float, float]:
     """(tokens, model FLOPs) of one step whose completions average `completion_tokens` tokens."""
+    own = algorithm_of(cfg.trainer).reference_model(cfg)
+    return _step_flops(cfg, completion_tokens, own, passes_per_token(cfg))
+
+
+def _step_flops(
+    cfg: RlexpConfig, completion_tokens: float, own: ModelConfig | None, passes: float
+) -> tuple[float, float]:
     t = cfg.trainer
     seq_len = t.max_prompt_tokens + completion_tokens
     tokens = t.batch_size * t.num_generations * seq_len
-    own = algorithm_of(t).reference_model(cfg)  # OPD's teacher: one forward at its own size
-    extra = forward_flops_per_token(own, seq_len) if own is not None else 0.0
-    return tokens, tokens * (passes_per_token(cfg) * forward_flops_per_token(cfg.model, seq_len) + extra)
+    extra = forward_flops_per_token(own, seq_len) if own is not None else 0.0  # OPD's teacher: at its own size
+    return tokens, tokens * (passes * forward_flops_per_token(cfg.model, seq_len) + extra)
 
 
 def step_rates(cfg: RlexpConfig, step_seconds: float, completion_tokens: float | None) -> dict[str, float]:
     """`perf/tokens_per_sec`, `perf/mfu` and the step's model TFLOPs; completions at their cap when unknown."""
-    if step_seconds <= 0:
-        return {}
-    mean = cfg.trainer.max_completion_tokens if completion_tokens is None else completion_tokens
-    tokens, flops = step_flops(cfg, mean)
-    return {
-        TOKENS_PER_SEC: tokens / step_seconds,
-        MFU: flops / step_seconds / peak_flops(cfg.slice),
-        STEP_TFLOPS: flops / 1e12,
-    }
+    return rates_of(cfg)(step_seconds, completion_tokens)
+
+
+def rates_of(cfg: RlexpConfig) -> Callable[[float, float | None], dict[str, float]]:
+    """`step_rates` of `cfg` for every step of a run: what does not change between steps is read once (OPD's teacher,
+    a run dir's recorded config composed again by Hydra, took half of a tiny distillation's time; the algorithm
+    registry's module scan, 2-3 % of a tiny run)."""
+    own, passes, peak = algorithm_of(cfg.trainer).reference_model(cfg), passes_per_token(cfg), peak_flops(cfg.slice)
+
+    def rates(step_seconds: float, completion_tokens: float | None) -> dict[str, float]:
+        if step_seconds <= 0:
+            return {}
+        mean = cfg.trainer.max_completion_tokens if completion_tokens is None else completion_tokens
+        tokens, flops = _step_flops(cfg, mean, own, passes)
+        return {
+            TOKENS_PER_SEC: tokens / step_seconds,
+            MFU: flops / step_seconds / peak,
+            STEP_TFLOPS: flops / 1e12,
+        }
+
+    return rates
