@@ -39,7 +39,7 @@ from rlexp.envs import (
 )
 from rlexp.envs.adaptive import STATE_KEY as ADAPTIVE_KEY
 from rlexp.errors import ConfigError, RlexpError, RunError
-from rlexp.estimates.flops import step_rates
+from rlexp.estimates.flops import rates_of
 from rlexp.rewards.compose import RewardErrorBudgetExceeded, build_rewards
 from rlexp.rewards.registry import probe_services
 from rlexp.tools.toolbox import ServiceDown
@@ -67,6 +67,7 @@ class TrainingSession:
         self.start_step = plan.resume_step // conf.trainer.num_iterations  # the restored step, set again once built
         self.path = lambda name: storage.join(plan.run_dir, name)  # noqa: E731
         self.collector = MetricsCollector(updates_per_step=conf.trainer.num_iterations)
+        self.step_rates = rates_of(conf)  # perf/tokens_per_sec and perf/mfu of each step
         self.reward_error: RlexpError | None = None
         self.evals: dict[str, dict[str, float]] = {}
         self.scorer: Any = None  # the eval's scorer over the run's reward functions, built at the first eval
@@ -259,7 +260,7 @@ class TrainingSession:
         records = self.collector.pop_until(last_step)
         for r in records:  # whole by now: the step's time and its rollout's completion length (rlexp.estimates.flops)
             if STEP in r:
-                r.update(step_rates(self.conf, r[STEP], r.get("completions/mean_length")))
+                r.update(self.step_rates(r[STEP], r.get("completions/mean_length")))
         if records:
             self.metrics.write([to_json_line(r) for r in records])
             for r in records:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import run_rlexp
+from tests.train.module_runs import process_state_kept
 from tests.train.test_training_e2e import run
 
 pytestmark = pytest.mark.slow  # real runs of the tiny default
@@ -22,47 +23,64 @@ pytestmark = pytest.mark.slow  # real runs of the tiny default
 QUICK = ["trainer.eval_prompts=16", "trainer.eval_samples=2", "logger=none"]
 
 
+TWO = ["trainer.max_steps=6", "trainer.eval_every=3", "trainer.checkpoint_every=3", *QUICK]  # 2 iterations a step
+K3 = ["trainer.max_steps=40", "trainer.eval_every=40", "trainer.checkpoint_every=40", *QUICK]  # the default GRPO
+
+
 def _rows(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_two_iterations_write_one_row_per_step_in_order(tmp_path: Path) -> None:
-    run_dir = tmp_path / "run"
-    steps = ["trainer.max_steps=6", "trainer.eval_every=3", "trainer.checkpoint_every=3"]
-    proc = run_rlexp("trainer.num_iterations=2", *steps, *QUICK, f"hydra.run.dir={run_dir}", check=True)
+@pytest.fixture(scope="module")
+def two_iterations(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The user's command at trainer.num_iterations=2 (GRPO): (run dir, its stderr)."""
+    run_dir = tmp_path_factory.mktemp("iterations") / "run"
+    proc = run_rlexp("trainer.num_iterations=2", *TWO, f"hydra.run.dir={run_dir}", check=True)
+    return run_dir, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def grpo_k3(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """40 steps of the default GRPO (k3 KL), in-process as `python -m rlexp` runs them."""
+    run_dir = tmp_path_factory.mktemp("k3") / "run"
+    with process_state_kept():
+        run(run_dir, K3)
+    return run_dir
+
+
+def test_two_iterations_write_one_row_per_step_in_order(two_iterations: tuple[Path, str]) -> None:
+    run_dir, stderr = two_iterations
     rows = _rows(run_dir)
     assert [r["step"] for r in rows] == list(range(7))
     for r in rows[1:]:
         assert {"rewards/sum", "loss", "kl", "grad_norm", "completions/mean_length"} <= r.keys(), r["step"]
     assert [r["step"] for r in rows if "eval/pass_at_1" in r] == [0, 3, 6]
     # the console shows the newest published reward: none yet at step 1 (as at num_iterations=1), then every step
-    assert proc.stderr.count("reward n/a") == 1 and proc.stderr.count("rlexp: step ") == 6
+    assert stderr.count("reward n/a") == 1 and stderr.count("rlexp: step ") == 6
     assert sorted(int(p.name) for p in (run_dir / "checkpoints" / "actor").iterdir()) == [6, 12]  # updates
     assert json.loads((run_dir / "summary.json").read_text())["train"]["steps"] == 6
 
 
-def _updates(tmp_path: Path, algorithm: str, iterations: int) -> list[dict]:
-    """3 steps of `trainer=<algorithm> trainer.num_iterations=<iterations>`, in-process as `python -m rlexp` runs
-    them (the command itself: test_two_iterations_write_one_row_per_step_in_order)."""
-    run_dir = tmp_path / f"{algorithm}{iterations}"
-    steps = ["trainer.max_steps=3", "trainer.eval_every=3", "trainer.checkpoint_every=3"]
-    run(run_dir, [f"trainer={algorithm}", f"trainer.num_iterations={iterations}", *steps, *QUICK])
+def _updates(run_dir: Path) -> list[dict]:
     return [{k: r[k] for k in ("loss", "grad_norm", "rewards/sum")} for r in _rows(run_dir)[1:]]
 
 
-def test_gspo_equals_grpo_at_one_iteration_and_differs_at_two(tmp_path: Path) -> None:
-    """docs/algorithms.md: at num_iterations=1 every ratio is 1 (old log-probs = current ones)."""
-    grpo, gspo = _updates(tmp_path, "grpo", 1), _updates(tmp_path, "gspo", 1)
+def test_gspo_equals_grpo_at_one_iteration_and_differs_at_two(
+    grpo_k3: Path, two_iterations: tuple[Path, str], tmp_path: Path
+) -> None:
+    """docs/algorithms.md: at num_iterations=1 every ratio is 1 (old log-probs = current ones). GSPO runs in-process
+    as `python -m rlexp` runs it, with the GRPO runs' configs (the command itself: the tests here)."""
+    run(tmp_path / "gspo1", ["trainer=gspo", *K3])
+    grpo, gspo = _updates(grpo_k3), _updates(tmp_path / "gspo1")
+    assert len(grpo) == len(gspo) == 40
     for a, b in zip(grpo, gspo, strict=True):
         assert a == pytest.approx(b, rel=1e-6, abs=1e-9)
-    grpo, gspo = _updates(tmp_path, "grpo", 2), _updates(tmp_path, "gspo", 2)
+    run(tmp_path / "gspo2", ["trainer=gspo", "trainer.num_iterations=2", *TWO])
+    grpo, gspo = _updates(two_iterations[0]), _updates(tmp_path / "gspo2")
     assert grpo[0]["rewards/sum"] == gspo[0]["rewards/sum"]  # the same first rollout
     assert grpo[0]["grad_norm"] != pytest.approx(gspo[0]["grad_norm"], rel=1e-4)  # its second update differs
 
 
-def test_default_k3_kl_is_never_negative(tmp_path: Path) -> None:
-    run_dir = tmp_path / "run"
-    steps = ["trainer.max_steps=40", "trainer.eval_every=40", "trainer.checkpoint_every=40"]
-    run(run_dir, [*steps, *QUICK])  # in-process, as `python -m rlexp` runs it
-    kls = [r["kl"] for r in _rows(run_dir) if "kl" in r]
+def test_default_k3_kl_is_never_negative(grpo_k3: Path) -> None:
+    kls = [r["kl"] for r in _rows(grpo_k3) if "kl" in r]
     assert len(kls) == 40 and min(kls) >= 0.0 and max(kls) > 0.0, kls

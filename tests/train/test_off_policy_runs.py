@@ -52,26 +52,23 @@ def test_the_default_task_learns_with_batches_sampled_ahead(k: int, tmp_path: Pa
 
 def test_a_thread_on_rollout_devices_samples_what_the_colocated_queue_samples(tmp_path: Path) -> None:
     """2 trainer + 2 rollout CPU devices, a mid-run eval (the thread pauses, the engine samples with the trainer's
-    weights): the same batches, losses and evals as colocated, to float rounding (measured over 300 steps too).
-    The same run SIGTERMed mid-way (the rollout threads sampling ahead) resumes to the uninterrupted run's numbers."""
+    weights), SIGTERMed mid-way (the rollout threads sampling ahead) and resumed: the same batches, losses and evals
+    as the uninterrupted colocated run, to float rounding (measured over 300 steps too, uninterrupted)."""
     common = [*SHORT, "trainer.off_policy.max_staleness=1", "trainer.max_steps=12", "trainer.eval_every=6"]
     common += ["trainer.checkpoint_every=6", "logger=none"]
-    colocated, apart, stopped = tmp_path / "colocated", tmp_path / "apart", tmp_path / "stopped"
+    colocated, apart = tmp_path / "colocated", tmp_path / "apart"
+    run(colocated, common)  # in-process, as `python -m rlexp` runs it; the thread's runs below are the command
     devices = ["slice=cpu-4", "slice.rollout_devices=2"]
-    for run_dir, extra in ((colocated, []), (apart, devices)):
-        proc = run_rlexp(*common, *extra, f"output_dir={run_dir}", timeout=900)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-    code, rest = sigterm_at_progress(*common, *devices, f"output_dir={stopped}", step_line="rlexp: step 4/12")
+    code, rest = sigterm_at_progress(*common, *devices, f"output_dir={apart}", step_line="rlexp: step 4/12")
     assert code == 1 and "checkpoint saved; rerun the same command to resume" in rest, rest[-3000:]
-    (checkpoint,) = [int(d.name) for d in (stopped / "checkpoints" / "actor").iterdir() if d.name.isdigit()]
-    assert 4 <= checkpoint < 12 and (stopped / "checkpoints" / "off_policy" / f"{checkpoint}.pkl").is_file()
-    proc = run_rlexp(*common, *devices, f"output_dir={stopped}", timeout=900)
+    (checkpoint,) = [int(d.name) for d in (apart / "checkpoints" / "actor").iterdir() if d.name.isdigit()]
+    assert 4 <= checkpoint < 12 and (apart / "checkpoints" / "off_policy" / f"{checkpoint}.pkl").is_file()
+    proc = run_rlexp(*common, *devices, f"output_dir={apart}", timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    same_training(train_steps(stopped), train_steps(apart), range(1, 13))
-    assert sorted(train_steps(stopped)) == list(range(1, 13))
-    assert records(stopped, "samples.jsonl") == records(apart, "samples.jsonl")
-    a, b = rows(colocated), rows(apart)
-    same_training(a, b, range(1, 13))
+    assert sorted(train_steps(apart)) == list(range(1, 13))
+    same_training(train_steps(apart), train_steps(colocated), range(1, 13))
+    assert records(apart, "samples.jsonl") == records(colocated, "samples.jsonl")
+    b = rows(apart)
     assert all("perf/rollout_time_sec" in b[s] for s in range(1, 13))  # the thread times its own batches
     evals = [json.loads((d / "evals.json").read_text()) for d in (colocated, apart)]
     for label in ("before", "6", "after"):

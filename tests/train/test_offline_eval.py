@@ -27,13 +27,22 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def seeded(run_dir: Path) -> tuple[str, dict]:
+    """The console script's command on the run: a chosen step, another seed, Tunix's own sampler (perf.patches=[])
+    and 4 samples a prompt (the run's: 2); (its stdout, the eval's JSON)."""
+    args = ["eval", str(run_dir), "2", "seed=5", "perf.patches=[]", "trainer.eval_samples=4"]
+    proc = run_rlexp(*args, module="rlexp.console", check=True)
+    return proc.stdout, json.loads((run_dir / "eval" / "arith-step2.json").read_text())
+
+
 @pytest.mark.slow
-def test_eval_of_the_run_and_its_export_reproduce_the_runs_eval(run_dir: Path, tmp_path: Path) -> None:
+def test_eval_of_the_run_and_its_export_reproduce_the_runs_eval(
+    run_dir: Path, seeded: tuple[str, dict], tmp_path: Path
+) -> None:
     after = json.loads((run_dir / "evals.json").read_text())["after"]
-    # the console script's command: a chosen step, another seed, Tunix's own sampler (perf.patches=[])
-    proc = run_rlexp("eval", str(run_dir), "2", "seed=5", "perf.patches=[]", module="rlexp.console", check=True)
-    assert f"wrote {run_dir / 'eval' / 'arith-step2.json'}" in proc.stdout
-    seeded = json.loads((run_dir / "eval" / "arith-step2.json").read_text())
+    stdout, seeded = seeded
+    assert f"wrote {run_dir / 'eval' / 'arith-step2.json'}" in stdout
     assert seeded["step"] == 2 and seeded["sampling"] == {"temperature": 0.01, "top_p": 1.0, "top_k": 1}
     assert seeded["classes"] == {
         "rollout": "tunix.rl.rollout.vanilla_rollout.VanillaRollout",
@@ -43,7 +52,7 @@ def test_eval_of_the_run_and_its_export_reproduce_the_runs_eval(run_dir: Path, t
     from rlexp.export import main as export  # the export command is tested as typed in tests/test_export.py
 
     assert export([str(run_dir), "--out", str(hf)]) == 0
-    proc = run_rlexp(str(hf), *RUN[3:5], "--out", str(tmp_path / "e.json"), module="rlexp.eval", check=True)
+    run_rlexp(str(hf), *RUN[3:5], "--out", str(tmp_path / "e.json"), module="rlexp.eval", check=True)
     exported = json.loads((tmp_path / "e.json").read_text())
     # seed 0 and the run's eval settings: the run's own eval after training, to the number
     for key in ("accuracy", "greedy_accuracy", "partial_accuracy", "format_accuracy", "mean_reward", "pass_at_2"):
@@ -57,7 +66,7 @@ def test_eval_of_the_run_and_its_export_reproduce_the_runs_eval(run_dir: Path, t
 
 
 @pytest.mark.slow
-def test_eval_reports_every_power_of_two_and_each_rows_rendered_prompt(run_dir: Path, tmp_path: Path) -> None:
+def test_eval_reports_every_power_of_two_and_each_rows_rendered_prompt(run_dir: Path, seeded: tuple[str, dict]) -> None:
     """The run's summary and `rlexp eval` report pass@k and maj@k for k = 1, 2, 4, ... up to eval_samples by
     default, and each row of the eval's JSON holds the prompt exactly as sampled from (the default task's plain
     templates leave the dataset's question as is), so another tool can ask the same question."""
@@ -66,9 +75,7 @@ def test_eval_reports_every_power_of_two_and_each_rows_rendered_prompt(run_dir: 
     summary = json.loads((run_dir / "summary.json").read_text())
     for when in ("before", "after", "gain"):  # eval_samples=2, eval_k null
         assert {"pass_at_1", "maj_at_1", "pass_at_2", "maj_at_2"} <= set(summary["eval"][when]), when
-    out = tmp_path / "e.json"
-    run_rlexp("eval", str(run_dir), "trainer.eval_samples=4", "--out", str(out), module="rlexp.console", check=True)
-    record = json.loads(out.read_text())
+    record = seeded[1]  # `rlexp eval RUN ... trainer.eval_samples=4`
     assert record["eval_k"] == [1, 2, 4]
     sampled = sorted(k for k in record["metrics"] if k.startswith(("pass_at_", "maj_at_")))
     assert sampled == ["maj_at_1", "maj_at_2", "maj_at_4", "pass_at_1", "pass_at_2", "pass_at_4"]

@@ -158,16 +158,17 @@ def test_sigterm_checkpoints_and_resume_equals_uninterrupted(iterations: int, tm
     assert untimed(after["eval"]["after"]) == pytest.approx(untimed(reference))
 
 
-def test_a_run_stopped_after_its_last_row_before_its_summary_resumes_to_one_row_a_step(tmp_path: Path) -> None:
+def test_a_run_stopped_after_its_last_row_before_its_summary_resumes_to_one_row_a_step(
+    short_run: tuple[Path, float], tmp_path: Path
+) -> None:
     """Killed between the last step's metrics row and summary.json (found by the random kills): the resume reruns
     the final eval into that row, not into a second row of the same step."""
-    overrides = [*SHORT, "trainer.max_steps=4", "trainer.eval_every=2", "trainer.checkpoint_every=2"]
-    run(tmp_path, overrides)
+    shutil.copytree(short_run[0], tmp_path, dirs_exist_ok=True)  # the SHORT run's dir, a copy of this test's own
     reference = (tmp_path / "metrics.jsonl").read_text()
     (tmp_path / "summary.json").unlink()  # as a SIGKILL right before it leaves the run dir
-    run(tmp_path, overrides)
+    run(tmp_path, SHORT)
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in rows] == [0, 1, 2, 3, 4]
+    assert [r["step"] for r in rows] == list(range(9))
     before = [json.loads(line) for line in reference.splitlines()]
     wall = ("time", "_sec", "latency", "perf/", "seconds")
     same = lambda r: {k: v for k, v in r.items() if not any(t in k for t in wall)}  # noqa: E731
