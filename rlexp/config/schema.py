@@ -279,7 +279,7 @@ class TrainerConfig:
     num_generations: int = 8  # completions per prompt (group size G; PPO: 1)
     num_iterations: int = 1
     micro_batch_size: int | None = None  # prompts per forward/backward pass (gradient accumulation); null = batch
-    rollout_micro_batch_size: int | None = None  # prompts per sampling call; null = batch
+    rollout_micro_batch_size: int | None = None  # prompts per sampling call; null = micro_batch_size, else batch
     # optimizer: AdamW with linear warmup then cosine decay
     learning_rate: float = 1e-3
     warmup_ratio: float = 0.1
@@ -331,6 +331,11 @@ class TrainerConfig:
     resume: str = "auto"  # auto | never
     lora: LoraConfig = field(default_factory=LoraConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
+
+    def rollout_prompts(self) -> int:
+        """Prompts per sampling call, as Tunix's learner sizes them: rollout_micro_batch_size, else
+        micro_batch_size, else the batch."""
+        return self.rollout_micro_batch_size or self.micro_batch_size or self.batch_size
 
 
 @dataclass

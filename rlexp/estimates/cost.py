@@ -90,7 +90,7 @@ def _rollout_seconds(cfg: RlexpConfig, prompts: int, generations: int, chips: in
     flops, bandwidth = PEAK[accelerator(cfg)]
     turn = n.per_turn() * cfg.cost.completion_fill
     turns = min(n.turns, math.ceil(n.completion / n.per_turn()))  # the episode's token budget binds first
-    per_micro = t.rollout_micro_batch_size or t.batch_size
+    per_micro = t.rollout_prompts()
     micro_batches = math.ceil(prompts / per_micro)
     sequences = min(per_micro, prompts) * generations
     seconds = 0.0

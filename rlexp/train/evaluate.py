@@ -167,7 +167,7 @@ def evaluate(
         result["greedy_accuracy"] = float(np.mean([s.correct for s in passes[0][0]]))
         sampled_cfg = dataclasses.replace(base_rollout_config, temperature=1.0, top_p=1.0, top_k=None)
         rep_rows = [r for r in rows for _ in range(t.eval_samples)]
-        rollout_rows = (t.rollout_micro_batch_size or t.batch_size) * t.num_generations
+        rollout_rows = t.rollout_prompts() * t.num_generations
         parts: list[Any] = []  # agent=tools: the sampled chunks' episodes
         sampled = sample_in_chunks(
             cluster, [r["prompt"] for r in rep_rows], sampled_cfg, rollout_rows, cfg.seed, episodes, parts, rep_rows
