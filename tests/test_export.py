@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
@@ -37,10 +38,13 @@ def make_run(run_dir: Path, model: ModelConfig | None, overrides: list[str], ste
     # stand-in for training: move every trained weight (LoRA: only the adapters)
     trained = nnx.LoRAParam if lora else nnx.Param
     state = nnx.state(actor, trained)
-    keys = iter(jax.random.split(jax.random.PRNGKey(7), len(jax.tree_util.tree_leaves(state))))
-    nnx.update(
-        actor, jax.tree_util.tree_map(lambda x: x + 0.05 * jax.random.normal(next(keys), x.shape, x.dtype), state)
-    )
+    # numpy's draws and sums: jax.random.normal and the sum compiled a program per weight shape, op by op
+    rng = np.random.default_rng(7)
+
+    def moved(x: jax.Array) -> jax.Array:
+        return jnp.asarray((np.asarray(x, np.float32) + 0.05 * rng.standard_normal(x.shape)).astype(x.dtype))
+
+    nnx.update(actor, jax.tree_util.tree_map(moved, state))
     manager = CheckpointManager(str(run_dir / "checkpoints" / "actor"))
     manager.save(step, actor, save_only_lora_params=lora, force=True)
     manager.close()  # saves are asynchronous

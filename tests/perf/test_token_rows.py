@@ -49,6 +49,12 @@ def _loss(model, tokens):
     return jnp.mean(jax.nn.log_softmax(logits)[..., 3] * jnp.arange(tokens.shape[1]))
 
 
+def _value_and_grad(model, tokens):  # type: ignore[no-untyped-def]
+    """The loss and its gradients in one compiled call (op by op, each of the model's ops compiled on its own
+    cost seconds); a fresh jit per call, so a call after a monkeypatch traces the patched code."""
+    return nnx.jit(nnx.value_and_grad(_loss))(model, tokens)
+
+
 def _dot_generals(jaxpr):  # type: ignore[no-untyped-def]
     """Every dot_general equation of a jaxpr, inner jaxprs included (jnp.einsum and jnp.dot are jitted)."""
     for eqn in jaxpr.eqns:
@@ -90,13 +96,13 @@ def test_projections_on_token_rows_match_tunix(monkeypatch: pytest.MonkeyPatch) 
     model = load_model(conf.model, mesh)  # the builtin tiny Qwen3 (the perf patches: tests/perf/conftest.py)
     tokens = jnp.asarray(np.random.default_rng(0).integers(3, conf.model.vocab_size, size=(4, 9)), jnp.int32)
 
-    patched_loss, patched_grads = nnx.value_and_grad(_loss)(model, tokens)
+    patched_loss, patched_grads = _value_and_grad(model, tokens)
     patched_3d = _dots_on_3d_activations(model, tokens)
     patched_two = _projections_contracting_two_dims(model, tokens)
     monkeypatch.setattr(qwen3_lib.Einsum, "__call__", inspect.unwrap(qwen3_lib.Einsum.__call__))
     monkeypatch.setattr(qwen3_lib.MLP, "block", inspect.unwrap(qwen3_lib.MLP.block))
     monkeypatch.setattr(qwen3_lib.Embedder, "decode", inspect.unwrap(qwen3_lib.Embedder.decode))
-    tunix_loss, tunix_grads = nnx.value_and_grad(_loss)(model, tokens)
+    tunix_loss, tunix_grads = _value_and_grad(model, tokens)
     tunix_3d = _dots_on_3d_activations(model, tokens)
     tunix_two = _projections_contracting_two_dims(model, tokens)
 
@@ -157,7 +163,7 @@ def test_bfloat16_projections_take_the_bf16_gemm_and_match_tunix(monkeypatch: py
         graph, state = nnx.split(model)
         return _dot_kinds(lambda s: jax.grad(lambda s: _loss(nnx.merge(graph, s), tokens))(s), state)
 
-    patched_loss, patched_grads = nnx.value_and_grad(_loss)(model, tokens)
+    patched_loss, patched_grads = _value_and_grad(model, tokens)
     patched_kinds = kinds_in_grad()
     monkeypatch.setattr(qwen3_lib.Einsum, "__call__", inspect.unwrap(qwen3_lib.Einsum.__call__))
     monkeypatch.setattr(qwen3_lib.MLP, "block", inspect.unwrap(qwen3_lib.MLP.block))
@@ -165,7 +171,7 @@ def test_bfloat16_projections_take_the_bf16_gemm_and_match_tunix(monkeypatch: py
     for layer in model.layers:
         for linear in (layer.mlp.gate_proj, layer.mlp.up_proj, layer.mlp.down_proj):
             monkeypatch.setattr(linear, "dot_general", jax.lax.dot_general)
-    tunix_loss, tunix_grads = nnx.value_and_grad(_loss)(model, tokens)
+    tunix_loss, tunix_grads = _value_and_grad(model, tokens)
     tunix_kinds = kinds_in_grad()
 
     narrow, mixed = ("bfloat16", "bfloat16"), ("bfloat16", "float32")
@@ -199,6 +205,6 @@ def test_lora_on_bf16_projections_keeps_the_kv_cache_dtype(platform: str, monkey
     positions = jnp.tile(jnp.arange(n)[None], (b, 1))
     mask = jnp.tile((jnp.arange(size)[None, :] <= jnp.arange(n)[:, None])[None], (b, 1, 1))
     cache = model.init_cache(b, size, jnp.bfloat16)
-    logits, cache = model(tokens, positions, cache, mask)
+    logits, cache = nnx.jit(lambda m, *args: m(*args))(model, tokens, positions, cache, mask)  # one compile
     assert {cache[layer][kv].dtype for layer in cache for kv in ("k", "v")} == {jnp.dtype(jnp.bfloat16)}
     assert jnp.isfinite(logits.astype(jnp.float32)).all()

@@ -97,6 +97,11 @@ def test_critic_from_a_given_checkpoint_scores_each_position() -> None:
     mesh = Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("fsdp", "tp"), axis_types=(AxisType.Auto,) * 2)
     critic = load_critic(conf, mesh)
     tokens = np.array([[1, 5, 6, 7]], np.int32)
-    scores = critic(tokens, np.arange(4)[None], None, np.tril(np.ones((1, 4, 4), bool)))
+    from flax import nnx
+
+    # one compiled call: op by op, each of the critic's ops compiled a program of its own
+    scores = nnx.jit(lambda c, *args: c(*args))(
+        critic, tokens, np.arange(4)[None], None, np.tril(np.ones((1, 4, 4), bool))
+    )
     assert scores.shape == (1, 4, 1) and not np.asarray(scores).any()  # zero-initialised head: values start at 0
     assert critic.value_head.kernel.value.shape == (conf.model.embed_dim, 1)
