@@ -405,9 +405,9 @@ def campaign(
 
 TINY = ["trainer.max_steps=4", "trainer.eval_every=2", "trainer.checkpoint_every=2", "trainer.eval_prompts=8",
         "trainer.eval_samples=1", "trainer.samples_every=2"]  # fmt: skip
-SMALL_BATCH = ["trainer.batch_size=2", "trainer.num_generations=4"]  # the tool demo's 64 episodes a step: 8
-# the judge's: 8 calls a step, its shapes those of tests/e2e/test_dependency_dies.py's runs (one compile for both)
-JUDGE_SHAPES = [*SMALL_BATCH, "trainer.eval_prompts=4"]
+# the judge's and the tool demo's (64 episodes a step: 8; the judge: 8 calls a step): the shapes of
+# tests/e2e/test_dependency_dies.py's runs, which run the default and the tool demo too (one compile for both)
+SMALL_BATCH = ["trainer.batch_size=2", "trainer.num_generations=4", "trainer.eval_prompts=4"]
 JUDGE = "reward.functions.0.kwargs"
 
 
@@ -450,9 +450,7 @@ def workloads(root: Path, judge_url: str) -> list[Workload]:
     judge = [f"{JUDGE}.base_url={judge_url}", f"{JUDGE}.model=m", f"{JUDGE}.timeout_s=30", f"{JUDGE}.retries=0"]
     return [
         Workload("default", lambda t: [*TINY, "logger=tensorboard", f"hydra.run.dir={t}"]),
-        Workload(
-            "judge", lambda t: ["reward=judge", *judge, *TINY, *JUDGE_SHAPES, "logger=none", f"hydra.run.dir={t}"]
-        ),
+        Workload("judge", lambda t: ["reward=judge", *judge, *TINY, *SMALL_BATCH, "logger=none", f"hydra.run.dir={t}"]),
         Workload(
             "tools", lambda t: ["experiment=tools_demo", *TINY, *SMALL_BATCH, "logger=none", f"hydra.run.dir={t}"]
         ),

@@ -32,8 +32,10 @@ from tests.helpers import run_rlexp, start_rlexp
 
 pytestmark = pytest.mark.slow
 
-RUN = ["trainer.max_steps=1", "trainer.eval_every=1", "trainer.checkpoint_every=1", "trainer.eval_prompts=8",
-       "trainer.eval_samples=1", "logger=none"]  # fmt: skip
+# the evals' shapes (16 prompts, 2 samples) those of tests.helpers.SHORT, as in tests/distributed/test_two_processes.py:
+# pod 0 reads the cpu-2x1 eval programs that test's process 0 compiled, instead of compiling a pair of its own
+RUN = ["trainer.max_steps=1", "trainer.eval_every=1", "trainer.checkpoint_every=1", "trainer.eval_prompts=16",
+       "trainer.eval_samples=2", "logger=none"]  # fmt: skip
 
 
 def dry_run(run_dir: Path) -> dict:

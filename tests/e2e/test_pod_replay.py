@@ -18,7 +18,10 @@ For the four MaxText presets (`experiment=gemma4_e4b_omi2`, `gpt_oss_20b_gsm8k`,
            scale   -> batch 2 x 2 generations, 2 steps, completions of 8 tokens; for gpt-oss the prompt
                       budget 256 -> 768, since the harmony header alone is ~190 characters; for qwen3
                       `profile.steps=0`, as the preset traces steps 6-7
-           (the MoE presets' tiny models, `gemma4_moe_tiny` / `qwen3_moe_tiny`, route 8 experts top-2)
+           (the MoE presets' tiny models, `gemma4_moe_tiny` / `qwen3_moe_tiny`, route 8 experts top-2);
+           fewer layers for gemma4, as each layer is a part of every program XLA compiles (most of a run's cost
+           here): gemma4_moe's `model.num_layers=3`, one sliding-sliding-global period of its 6; gemma4's 4
+           (GEMMA4_LAYERS: sliding and global in turn, one of each sharing KV), with the checkpoint to match
   env      `JAX_PLATFORMS=proxy` -> `cpu` and `RLEXP_PATHWAYS=1` dropped (the proxy and pathwaysutils exist
            only on a Pathways head); `RLEXP_PLAN` (the submitter's plan) dropped: the swaps above make another
            config than the one it was made for, which a pod refuses, so the pod plans itself as a JobSet applied
@@ -42,8 +45,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from omegaconf import OmegaConf
 
-from rlexp.models.tiny_random import write
+from rlexp.models import tiny_random
 from tests.helpers import REPO, run_rlexp
 
 pytestmark = pytest.mark.slow
@@ -51,6 +55,11 @@ pytestmark = pytest.mark.slow
 LONG = " ".join(["Let x be the number of ways to tile a long hallway with square and domino tiles."] * 6)
 SCALE = ["trainer.batch_size=2", "trainer.num_generations=2", "trainer.micro_batch_size=1",
          "trainer.rollout_micro_batch_size=2", "trainer.max_steps=2", "trainer.max_completion_tokens=8"]  # fmt: skip
+
+
+# 4 layers, sliding and global in turn, the last 2 (one of each) sharing the first 2's keys and values: the
+# tiny's 6 (2 sliding : 1 global, the last 3 sharing), cut by a third and every kind of layer kept
+GEMMA4_LAYERS = ["model.num_layers=4", "model.extra.sliding_window_pattern=2", "model.extra.num_kv_shared_layers=2"]
 
 
 def _omi2_file(path: Path) -> Path:
@@ -70,6 +79,14 @@ def _gsm8k_dir(folder: Path) -> Path:
                  "answer": f"{i}+{i + 1}=<<{i}+{i + 1}={2 * i + 1}>>{2 * i + 1}\n#### {2 * i + 1}"} for i in range(n)]  # fmt: skip
         (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return folder
+
+
+def _checkpoint(family: str, folder: Path, swaps: list[str], monkeypatch: pytest.MonkeyPatch) -> Path:
+    """tiny_random's checkpoint of `family`, its option changed by the `model.*` swaps among `swaps`."""
+    dims = OmegaConf.from_dotlist([a.removeprefix("model.") for a in swaps if a.startswith("model.")])
+    build = tiny_random.TINY[family]
+    monkeypatch.setitem(tiny_random.TINY, family, lambda opt: build(OmegaConf.merge(opt, dims)))
+    return tiny_random.write(family, folder)
 
 
 def _dry_run(preset: str, run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
@@ -120,10 +137,10 @@ def _pod_env(container: dict, name: str, output_dir: Path) -> dict[str, str]:
 @pytest.mark.parametrize(
     ("preset", "family", "data", "extra", "chat"),
     [
-        ("gemma4_e4b_omi2", "gemma4", "omi2", ["slice=cpu", "slice.mesh.tp=1"], "gemma"),
+        ("gemma4_e4b_omi2", "gemma4", "omi2", ["slice=cpu", "slice.mesh.tp=1", *GEMMA4_LAYERS], "gemma"),
         ("gpt_oss_20b_gsm8k", "gpt_oss", "gsm8k", ["slice=cpu", "trainer.max_prompt_tokens=768"], "harmony"),
         # the MoE recipes: experts routed on CPU, the script's own engine knobs left in the config
-        ("gemma4_26b_a4b_omi2", "gemma4_moe", "omi2", ["slice=cpu"], "gemma"),
+        ("gemma4_26b_a4b_omi2", "gemma4_moe", "omi2", ["slice=cpu", "model.num_layers=3"], "gemma"),
         ("qwen3_30b_a3b_omi2", "qwen3_moe", "omi2", ["slice=cpu", "profile.steps=0"], "chatml"),
     ],
 )
@@ -140,7 +157,7 @@ def test_the_pods_command_trains_here(
     assert gs_out.startswith("output_dir=gs://")
 
     out = tmp_path / "run"
-    ckpt = write(family, tmp_path / "ckpt")
+    ckpt = _checkpoint(family, tmp_path / "ckpt", extra, monkeypatch)
     source = _omi2_file(tmp_path / "omi2_train_1M.jsonl") if data == "omi2" else _gsm8k_dir(tmp_path / "gsm8k")
     assert "engine: vllm" in (REPO / "conf/experiment" / f"{preset}.yaml").read_text()  # the seeds' engine
     swaps = [f"model={family}_tiny", "trainer.rollout.engine=vanilla",
