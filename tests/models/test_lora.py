@@ -112,3 +112,31 @@ def test_adapters_under_remat_full_train_as_without_it():
     for a, b in zip(jax.tree_util.tree_leaves(ours), leaves, strict=True):
         # compiled, the remat program and the plain one sum in another order: 3e-7 apart on gradients of ~1e-2
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["qwen3", "gpt_oss"])
+def test_the_compiled_first_pass_makes_the_adapters_qwix_s_eager_pass_makes(family, tiny_dirs, monkeypatch):
+    """rlexp runs qwix's first pass (which creates the adapters) as one compiled program; qwix's own runs it op by
+    op. The same adapters, bit for bit: the builtin tiny Qwen3, and gpt-oss at bf16 compute over float32 weights
+    (k and v of one shape, told apart by identity inside the pass)."""
+    import qwix
+
+    from rlexp.families.load import load_model
+    from rlexp.models import lora
+
+    extra = [] if family == "qwen3" else ["model=gpt_oss_tiny", f"model.path={tiny_dirs['gpt_oss']}"]
+    cfg = compose_conf([*extra, "trainer.lora.rank=4", "model.dtype=bfloat16", "model.param_dtype=float32"])
+
+    def adapters() -> dict:
+        state = nnx.state(lora.apply_lora(load_model(cfg.model, None), cfg.trainer.lora, None, seed=3), nnx.LoRAParam)
+        return {jax.tree_util.keystr(p): np.asarray(v) for p, v in jax.tree_util.tree_leaves_with_path(state)}
+
+    compiled = adapters()
+    own = qwix.apply_lora_to_model
+    monkeypatch.setattr(lora, "_compiled_first_pass", lambda *_: None)
+    monkeypatch.setattr(qwix, "apply_lora_to_model", lambda *a, skip_nnx_init, **kw: own(*a, **kw))
+    eager = adapters()
+    assert compiled.keys() == eager.keys() and len(compiled) >= 8
+    assert all(np.array_equal(compiled[k], eager[k]) for k in compiled)
+    assert any(np.abs(v).sum() > 0 for v in compiled.values())  # A is drawn, B starts at zero
