@@ -27,6 +27,13 @@ RUN = [
     "trainer.eval_every=1000",
     "trainer.checkpoint_every=1000",
     "logger=none",
+    # the shapes of tests/envs/test_openenv_training.py's runs (their compiled programs): 16 episodes a step
+    "agent.max_turn_tokens=4",
+    "trainer.batch_size=4",
+    "trainer.num_generations=4",
+    "env.eval_size=9",
+    "trainer.eval_prompts=9",
+    "trainer.eval_samples=1",
 ]
 
 

@@ -89,9 +89,10 @@ def test_the_guessing_game_trains_with_the_servers_rewards_and_faults_counted_pe
 @pytest.mark.slow
 def test_a_server_dying_mid_run_stops_it_in_one_line_with_a_checkpoint(tmp_path: Path) -> None:
     die, run = tmp_path / "die", tmp_path / "run"
-    proc = start_rlexp(*RUN, f"env.command={command('--die-when', str(die))}", "env.train_size=24", "env.eval_size=4",
+    # the evals of the test above (9 prompts: its compiled programs)
+    proc = start_rlexp(*RUN, f"env.command={command('--die-when', str(die))}", "env.train_size=24", "env.eval_size=9",
                        "trainer.max_steps=4", "trainer.eval_every=1", "trainer.checkpoint_every=1",
-                       "trainer.eval_prompts=4", f"hydra.run.dir={run}", stdout=subprocess.PIPE,
+                       "trainer.eval_prompts=9", f"hydra.run.dir={run}", stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
         deadline = time.monotonic() + 600

@@ -3,8 +3,6 @@ keeps reasoning-gym's <answer> tags as single tokens; scripts/make_tiny_model.py
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +10,8 @@ import pytest
 from rlexp import envs
 from rlexp.models.loader import BUILTIN_DIR
 from rlexp.models.tokenizer import load_tokenizer_dir
-from tests.helpers import REPO, compose_conf, rlexp_env
+from tests.envs.tiny_builds import build_twice
+from tests.helpers import compose_conf
 
 
 def test_tokenizer_covers_the_demo_rows_and_keeps_the_tags_whole() -> None:
@@ -28,18 +27,7 @@ def test_tokenizer_covers_the_demo_rows_and_keeps_the_tags_whole() -> None:
 
 @pytest.mark.slow
 def test_script_rebuilds_tiny_rg_deterministically(tmp_path: Path) -> None:
-    procs = []
-    for name in ("a", "b"):
-        cmd = [sys.executable, "scripts/make_tiny_model.py", "--model", "tiny_rg", "--steps", "2"]
-        cmd += ["--out", str(tmp_path / name), "env.train_size=48"]
-        procs.append(
-            subprocess.Popen(
-                cmd, cwd=REPO, env=rlexp_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-            )
-        )
-    for proc in procs:
-        _, err = proc.communicate(timeout=600)
-        assert proc.returncode == 0, err[-2000:]
-    assert (tmp_path / "a" / "model.safetensors").read_bytes() == (tmp_path / "b" / "model.safetensors").read_bytes()
+    a, b = build_twice("tiny_rg", tmp_path, "env.train_size=48")
+    assert (a / "model.safetensors").read_bytes() == (b / "model.safetensors").read_bytes()
     for name in ("tokenizer.json", "tokenizer_config.json", "config.json"):
-        assert (tmp_path / "a" / name).read_text() == (BUILTIN_DIR / "tiny_rg" / name).read_text(), name
+        assert (a / name).read_text() == (BUILTIN_DIR / "tiny_rg" / name).read_text(), name

@@ -4,12 +4,15 @@ tokens (and the reference log-probs at them) change, on the tiny model, through 
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from rlexp.train.episodes import Episodes
+from tests.faults import SMALL_BATCH
 from tests.helpers import compose_conf
 
 PROMPT = [1, 3, 4, 5, 6]
@@ -17,11 +20,28 @@ MODEL, TOOL = [7, 8, 9, 10, 2], [11, 12, 13]  # an episode cut by its budget rig
 WIDTH = 12
 
 
-def _loss_and_grad(model, tool_tokens: list[int], ref_at_tool: float, use_episode_mask: bool):  # noqa: ANN001, ANN202
+@functools.cache
+def _value_and_grad():  # noqa: ANN202
+    """Tunix's GRPO policy loss of (model, TrainExample) and its gradient, compiled once: every call of the tests
+    has the same shapes (one program, not the loss's ops one by one on each call)."""
     from flax import nnx
     from tunix.rl import function_registry
-    from tunix.rl.common import TrainExample
     from tunix.rl.grpo.grpo_learner import GRPOConfig
+
+    algo = GRPOConfig(num_generations=2, beta=0.04)
+    algo.temperature = 1.0  # the learner sets it from the rollout config
+    loss_fn = function_registry.get_policy_loss_fn(algo.policy_loss_fn)
+
+    @nnx.jit
+    def value_and_grad(model, example):  # noqa: ANN001, ANN202
+        return nnx.value_and_grad(lambda m: loss_fn(m, example, algo_config=algo, pad_id=0, eos_id=2)[0])(model)
+
+    return value_and_grad
+
+
+def _loss_and_grad(model, tool_tokens: list[int], ref_at_tool: float, use_episode_mask: bool):  # noqa: ANN001, ANN202
+    from flax import nnx
+    from tunix.rl.common import TrainExample
 
     tokens = np.array([MODEL + tool_tokens], dtype=np.int32)
     ep = Episodes([""], [tokens[0]], [np.array([1] * len(MODEL) + [0] * len(tool_tokens), bool)], None,
@@ -40,14 +60,7 @@ def _loss_and_grad(model, tool_tokens: list[int], ref_at_tool: float, use_episod
         advantages=jnp.array([1.5]),
         old_per_token_logps=None,
     )
-    algo = GRPOConfig(num_generations=2, beta=0.04)
-    algo.temperature = 1.0  # the learner sets it from the rollout config
-    loss_fn = function_registry.get_policy_loss_fn(algo.policy_loss_fn)
-
-    def loss(m):  # noqa: ANN001, ANN202
-        return loss_fn(m, example, algo_config=algo, pad_id=0, eos_id=2)[0]
-
-    value, grads = nnx.value_and_grad(loss)(model)
+    value, grads = _value_and_grad()(model, example)
     return float(value), jax.tree.leaves(nnx.to_pure_dict(grads))
 
 
@@ -107,7 +120,8 @@ def test_the_demo_learner_trains_tool_outputs_under_mask_0(tmp_path) -> None:  #
     from rlexp.train.episodes import EpisodeRunner, install
     from rlexp.train.metrics import MetricsCollector
 
-    conf = compose_conf(["experiment=tools_demo", "trainer.batch_size=2", "trainer.max_steps=1", "logger=none"])
+    # 2 prompts x 4 episodes: the shapes of tests/faults.py's tool workload and tests/tools/test_demo_e2e.py's short runs
+    conf = compose_conf(["experiment=tools_demo", *SMALL_BATCH, "trainer.max_steps=1", "logger=none"])
     tokenizer = load_tokenizer(conf.model)
     splits = render_splits(load_splits(conf.dataset), conf.data_template, conf.chat_template, tokenizer,
                            conf.trainer.max_prompt_tokens, tools_prompt(conf))  # fmt: skip

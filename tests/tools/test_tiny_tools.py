@@ -3,15 +3,13 @@ tokenizer and config; its tokenizer keeps the tool-call markers as single tokens
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from rlexp.models.loader import BUILTIN_DIR
 from rlexp.models.tokenizer import load_tokenizer_dir
-from tests.helpers import REPO
+from tests.envs.tiny_builds import build_twice
 
 
 def test_markers_are_single_tokens_and_decode_back() -> None:
@@ -26,16 +24,7 @@ def test_markers_are_single_tokens_and_decode_back() -> None:
 
 @pytest.mark.slow
 def test_script_rebuilds_tiny_tools_deterministically(tmp_path: Path) -> None:
-    # the two builds run side by side: each is a mostly single-threaded training of a tiny model
-    procs = []
-    for name in ("a", "b"):
-        cmd = [sys.executable, "scripts/make_tiny_model.py", "--model", "tiny_tools", "--steps", "2"]
-        cmd += ["--out", str(tmp_path / name), "dataset.train_size=64"]
-        procs.append(subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
-    for proc in procs:
-        _, err = proc.communicate(timeout=600)
-        assert proc.returncode == 0, err[-2000:]
-    outs = [(tmp_path / name / "model.safetensors").read_bytes() for name in ("a", "b")]
-    assert outs[0] == outs[1]
+    a, b = build_twice("tiny_tools", tmp_path, "dataset.train_size=64")
+    assert (a / "model.safetensors").read_bytes() == (b / "model.safetensors").read_bytes()
     for name in ("tokenizer.json", "tokenizer_config.json", "config.json"):
-        assert (tmp_path / "a" / name).read_text() == (BUILTIN_DIR / "tiny_tools" / name).read_text(), name
+        assert (a / name).read_text() == (BUILTIN_DIR / "tiny_tools" / name).read_text(), name
