@@ -21,7 +21,7 @@ from rlexp.estimates.cost import actual_cost, estimate_cost, format_cost
 from rlexp.rewards.compose import build_rewards
 from rlexp.rewards.judge import _to_score
 from rlexp.train.metrics import group_stats
-from tests.faults import JUDGE_SHAPES
+from tests.faults import SMALL_BATCH
 from tests.helpers import compose_conf, run_rlexp
 from tests.rewards.judge_servers import FaultServer, TransformersServe, free_port, rigged_checkpoint
 
@@ -265,7 +265,7 @@ def test_transformers_serve_judge_scores_and_counts_tokens(served) -> None:  # n
 
 
 # 8 judge calls a step, the shapes of tests/faults.py's judge workload (one compile for the suite's judge runs)
-TINY_RUN = ["trainer.max_steps=2", "trainer.eval_every=2", "trainer.checkpoint_every=2", *JUDGE_SHAPES,
+TINY_RUN = ["trainer.max_steps=2", "trainer.eval_every=2", "trainer.checkpoint_every=2", *SMALL_BATCH,
             "trainer.eval_samples=1", "logger=none"]  # fmt: skip
 
 
@@ -368,7 +368,7 @@ def test_a_judge_answering_1e9_trains_on_errors_never_top_scores_and_the_evals_c
 
     run = tmp_path / "run"
     over = ["reward=judge", f"{J}.base_url={faults.url('huge')}", f"{J}.model=m", "reward.max_error_ratio=1.0",
-            "trainer.max_steps=2", "trainer.eval_every=1", "trainer.checkpoint_every=2", *JUDGE_SHAPES,
+            "trainer.max_steps=2", "trainer.eval_every=1", "trainer.checkpoint_every=2", *SMALL_BATCH,
             "trainer.eval_samples=1", "logger=none"]  # fmt: skip
     proc = _rlexp(over, run)
     assert proc.returncode == 0, proc.stderr[-3000:]
