@@ -42,7 +42,13 @@ _absl_stream_off_the_capture()
 # every selected case of the table at once (on two workers it would run them all twice). xdist's own
 # `xdist_group` mark cannot do it under pytest 9 (it renames node ids through an attribute pytest 9 no longer
 # reads), so the scheduler below groups by node id itself.
-GROUPS = {"tests/slurm/": "slurm", "tests/cli/test_bad_inputs.py::test_bad_input_is_one_line": "bad_inputs"}
+GROUPS = {
+    "tests/slurm/": "slurm",
+    "tests/cli/test_bad_inputs.py::test_bad_input_is_one_line": "bad_inputs",
+    # both read the session's one 300-step default run (`default_run` below)
+    "tests/train/test_opd.py": "default_run",
+    "tests/perf/test_perf_patches.py": "default_run",
+}
 
 
 def _module_fixture_places() -> tuple[str, ...]:
@@ -164,3 +170,17 @@ def _grader_pools_stopped() -> Iterator[None]:
     from multiprocessing import forkserver
 
     forkserver._forkserver._stop()
+
+
+@pytest.fixture(scope="session")
+def default_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The embedded default as a user types it (`python -m rlexp`, 300 steps; logger=none), trained once for the
+    tests that read a whole default run (OPD's teacher, the patched half of perf.patches), which GROUPS keep on
+    one worker. XLA dumps its train step's programs to <dir>/hlo; the run dir is <dir>/run."""
+    from tests.helpers import run_rlexp
+
+    folder = tmp_path_factory.mktemp("default_run")
+    flags = f"--xla_dump_to={folder / 'hlo'} --xla_dump_hlo_as_text --xla_dump_hlo_module_re=.*train_step.*"
+    out = run_rlexp("logger=none", f"hydra.run.dir={folder / 'run'}", env={**os.environ, "XLA_FLAGS": flags})
+    assert out.returncode == 0, out.stderr[-3000:]
+    return folder

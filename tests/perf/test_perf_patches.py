@@ -69,17 +69,15 @@ def test_a_changed_library_source_fails_in_one_line_naming_the_patch_and_the_key
 
 
 @pytest.fixture(scope="module")
-def default_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The embedded default as typed, with the patches and with `perf.patches=[]`, XLA dumping the train step's
-    programs (`<run>/hlo`): one pair of runs for what they compile and for what they learn."""
-    runs = {}
-    for name, extra in (("all", []), ("none", ["perf.patches=[]"])):
-        run_dir = tmp_path_factory.mktemp(name)
-        flags = f"--xla_dump_to={run_dir / 'hlo'} --xla_dump_hlo_as_text --xla_dump_hlo_module_re=.*train_step.*"
-        out = _rlexp("logger=none", *extra, f"hydra.run.dir={run_dir / 'run'}", env={"XLA_FLAGS": flags})
-        assert out.returncode == 0, out.stderr[-3000:]
-        runs[name] = run_dir
-    return runs
+def default_runs(default_run: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The embedded default as typed, with the patches (the session's `default_run`, tests/conftest.py) and with
+    `perf.patches=[]`, XLA dumping the train step's programs (`<run>/hlo`): one pair of runs for what they compile
+    and for what they learn."""
+    run_dir = tmp_path_factory.mktemp("none")
+    flags = f"--xla_dump_to={run_dir / 'hlo'} --xla_dump_hlo_as_text --xla_dump_hlo_module_re=.*train_step.*"
+    out = _rlexp("logger=none", "perf.patches=[]", f"hydra.run.dir={run_dir / 'run'}", env={"XLA_FLAGS": flags})
+    assert out.returncode == 0, out.stderr[-3000:]
+    return {"all": default_run, "none": run_dir}
 
 
 def _train_step_program(run_dir: Path) -> str:

@@ -149,10 +149,10 @@ def test_the_estimates_count_the_teacher_and_the_students_scoring(tmp_path: Path
 
 
 @pytest.fixture(scope="module")
-def teacher_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
-    """The teacher: the default run, as `python -m rlexp` trains it (300 GRPO steps; pass@1 0.188 -> 0.428)."""
-    run_dir = tmp_path_factory.mktemp("opd") / "teacher"
-    run_rlexp("logger=none", f"hydra.run.dir={run_dir}", check=True)
+def teacher_run(default_run: Path) -> tuple[Path, dict]:
+    """The teacher: the default run, as `python -m rlexp` trains it (300 GRPO steps; pass@1 0.188 -> 0.428), the
+    session's one (tests/conftest.py)."""
+    run_dir = default_run / "run"
     return run_dir, json.loads((run_dir / "summary.json").read_text())
 
 
