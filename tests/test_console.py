@@ -87,11 +87,14 @@ def test_a_report_writes_what_the_module_writes(tmp_path: Path) -> None:
 
 
 def test_cfg_job_prints_the_config(tmp_path: Path) -> None:
-    out = rlexp("--cfg", "job", "trainer=dapo", "trainer.learning_rate=3e-6", cwd=tmp_path)
+    # trainer.eval_k=4 (pass@1 and pass@4) was refused with OmegaConf's "AnyNode is not a ListConfig"
+    overrides = ["trainer=dapo", "trainer.learning_rate=3e-6", "trainer.eval_k=4"]
+    out = rlexp("--cfg", "job", *overrides, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     conf = yaml.safe_load(out.stdout)
     assert conf["trainer"]["algorithm"] == "dapo" and conf["trainer"]["learning_rate"] == 3e-6
-    assert out.stdout == python_m("rlexp", "--cfg", "job", "trainer=dapo", "trainer.learning_rate=3e-6").stdout
+    assert "  eval_k: 4\n" in out.stdout
+    assert out.stdout == python_m("rlexp", "--cfg", "job", *overrides).stdout
     assert not list(tmp_path.iterdir()), "--cfg job made a run dir"
 
 
