@@ -85,8 +85,8 @@ def test_full_error_env_keeps_traceback(tmp_path) -> None:
             "trainer.learning_rate=abc",
             "trainer.learning_rate='abc': Value 'abc' of type 'str' could not be converted to Float",
         ),
-        ("trainer.learning_rat=1e-3", "trainer.learning_rat='1e-3': no such key; did you mean trainer.learning_rate?"),
-        ("+trainer.learning_rat=1e-3", "trainer.learning_rat=0.001: no such key; did you mean trainer.learning_rate?"),
+        # a mistyped key is tests/test_console.py's test_a_mistyped_key_is_one_line_and_exit_2 (the whole stderr
+        # pinned); +trainer.learning_rat=1e-3 is PRECHECKED below (also checks nothing was written)
     ],
 )
 def test_composition_errors_are_one_line(override: str, line: str, tmp_path) -> None:

@@ -79,13 +79,6 @@ def test_a_report_of_a_missing_dir_is_the_module_line_and_status(tmp_path: Path)
     assert typed.stdout == ""
 
 
-def test_a_report_writes_what_the_module_writes(tmp_path: Path) -> None:
-    out = rlexp("report", str(FIXTURE), "--out", str(tmp_path / "r.html"))
-    assert out.returncode == 0, out.stderr
-    assert out.stderr == f"report: {tmp_path / 'r.html'} (5 runs)\n"
-    assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
-
-
 def test_cfg_job_prints_the_config(tmp_path: Path) -> None:
     # trainer.eval_k=4 (pass@1 and pass@4) was refused with OmegaConf's "AnyNode is not a ListConfig"
     overrides = ["trainer=dapo", "trainer.learning_rate=3e-6", "trainer.eval_k=4"]

@@ -100,6 +100,7 @@ def test_report_status_line_and_its_flags(tmp_path: Path) -> None:
     assert plain.returncode == quiet.returncode == verbose.returncode == 0, plain.stderr
     assert plain.stdout == quiet.stdout == verbose.stdout == ""  # status lines are not output
     assert plain.stderr == f"report: {page} (5 runs)\n"
+    assert page.read_text().startswith("<!DOCTYPE html>")  # the console script wrote the page
     assert quiet.stderr == ""
     assert verbose.stderr.splitlines() == [
         f"rlexp: debug: report: 5 runs from {FIXTURE}, ranked by eval.after.pass_at_1",
