@@ -83,7 +83,7 @@ def test_cfg_job_prints_the_config(tmp_path: Path) -> None:
     # trainer.eval_k=4 (pass@1 and pass@4) was refused with OmegaConf's "AnyNode is not a ListConfig"
     overrides = ["trainer=dapo", "trainer.learning_rate=3e-6", "trainer.eval_k=4"]
     out = rlexp("--cfg", "job", *overrides, cwd=tmp_path)
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 0 and out.stderr == "", out.stderr  # no status line without -v (test_logging_flags)
     conf = yaml.safe_load(out.stdout)
     assert conf["trainer"]["algorithm"] == "dapo" and conf["trainer"]["learning_rate"] == 3e-6
     assert "  eval_k: 4\n" in out.stdout
