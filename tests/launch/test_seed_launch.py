@@ -92,8 +92,10 @@ def test_pathways_images_pinned_and_proxy_flags_reach_the_proxy(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("RLEXP_IMAGE", raising=False)
     assert run_cli(monkeypatch, *OMI2, "hydra.launcher.dry_run=true", f"hydra.run.dir={tmp_path / 'a'}") == 0
     head = _head(yaml.safe_load((tmp_path / "a" / "jobset.yaml").read_text()))
+    assert head["containers"][0]["image"] == "rlexp:latest"  # a dry run may use the placeholder (see below)
     sidecars = {c["name"]: c for c in head["initContainers"]}
     js = yaml.safe_load((tmp_path / "a" / "jobset.yaml").read_text())
     (worker,) = js["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]["containers"]
@@ -141,8 +143,7 @@ def test_submitting_the_placeholder_image_is_refused(
     assert len(err.splitlines()) == 1
     assert err.startswith("rlexp: error: hydra.launcher.image='rlexp:latest': the placeholder")
     assert not api.requests  # refused before the cluster is contacted
-    # a dry run may use it; a pushed image may be submitted
-    assert run_cli(monkeypatch, *OMI2, "hydra.launcher.dry_run=true", f"hydra.run.dir={tmp_path / 'b'}") == 0
+    # a pushed image may be submitted; a dry run may use the placeholder: test_pathways_images_pinned_and_...
     assert run_cli(monkeypatch, *OMI2, f"hydra.launcher.image={TEST_IMAGE}", f"hydra.run.dir={tmp_path / 'c'}") == 0
     assert _head(api.jobsets[("default", "omi2-r1")])["containers"][0]["image"] == TEST_IMAGE
 
