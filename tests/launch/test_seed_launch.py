@@ -89,11 +89,15 @@ def test_only_valid_names_are_used_verbatim(run_name: str, verbatim: bool) -> No
 
 
 def test_pathways_images_pinned_and_proxy_flags_reach_the_proxy(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
     monkeypatch.delenv("KUBECONFIG", raising=False)
     monkeypatch.delenv("RLEXP_IMAGE", raising=False)
     assert run_cli(monkeypatch, *OMI2, "hydra.launcher.dry_run=true", f"hydra.run.dir={tmp_path / 'a'}") == 0
+    out = capsys.readouterr().out  # a single launch's dry run prints its cost estimate, no sweep's
+    assert "rlexp: cost estimate for gemma4_e4b on v6e-32: 500 steps x" in out and "chip-hours x $2.70" in out
+    assert "for the sweep" not in out
+    assert yaml.safe_load((tmp_path / "a" / "jobset.yaml").read_text())["kind"] == "JobSet"
     head = _head(yaml.safe_load((tmp_path / "a" / "jobset.yaml").read_text()))
     assert head["containers"][0]["image"] == "rlexp:latest"  # a dry run may use the placeholder (see below)
     sidecars = {c["name"]: c for c in head["initContainers"]}
@@ -158,20 +162,6 @@ def test_launch_dry_run_prints_each_run_and_the_sweep(
     assert "rlexp: cost estimate for gemma4_e4b on v6e-32: 100 steps x 36 s" in out
     assert "200 steps x 36 s [cost.step_time_s] = 2 h x 32 chips = 64 chip-hours x $2.70 = $172.80" in out
     assert "rlexp: cost estimate for the sweep: 2 runs, 96.0 chip-hours, $259.20" in out
-
-
-def test_single_launch_dry_run_prints_the_estimate(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
-) -> None:
-    monkeypatch.delenv("KUBECONFIG", raising=False)
-    assert (
-        run_cli(monkeypatch, "experiment=gemma4_e4b_omi2", "hydra.launcher.dry_run=true", f"hydra.run.dir={tmp_path}")
-        == 0
-    )
-    out = capsys.readouterr().out
-    assert "rlexp: cost estimate for gemma4_e4b on v6e-32: 500 steps x" in out and "chip-hours x $2.70" in out
-    assert "for the sweep" not in out
-    assert yaml.safe_load((tmp_path / "jobset.yaml").read_text())["kind"] == "JobSet"
 
 
 # the launcher's env wins over the preset's
