@@ -100,6 +100,7 @@ def test_report_status_line_and_its_flags(tmp_path: Path) -> None:
     assert plain.returncode == quiet.returncode == verbose.returncode == 0, plain.stderr
     assert plain.stdout == quiet.stdout == verbose.stdout == ""  # status lines are not output
     assert plain.stderr == f"report: {page} (5 runs)\n"
+    assert page.read_text().startswith("<!DOCTYPE html>")  # the console script wrote the page
     assert quiet.stderr == ""
     assert verbose.stderr.splitlines() == [
         f"rlexp: debug: report: 5 runs from {FIXTURE}, ranked by eval.after.pass_at_1",
@@ -116,16 +117,17 @@ def test_quiet_keeps_the_one_line_error(tmp_path: Path) -> None:
 
 
 def test_cfg_job_shows_a_debug_line_under_v_only(tmp_path: Path) -> None:
-    plain = rlexp("--cfg", "job", "trainer.beta=0.1", cwd=tmp_path)
+    """The same command without a flag (nothing on stderr) is tests/test_console.py's
+    test_cfg_job_prints_the_config."""
     verbose = rlexp("-v", "--cfg", "job", "trainer.beta=0.1", cwd=tmp_path)
     quiet = rlexp("--cfg", "job", "trainer.beta=0.1", "-q", cwd=tmp_path)
-    assert plain.returncode == verbose.returncode == quiet.returncode == 0, verbose.stderr
-    assert plain.stderr == quiet.stderr == ""
+    assert verbose.returncode == quiet.returncode == 0, verbose.stderr
+    assert quiet.stderr == ""
     assert verbose.stderr == (
         "rlexp: debug: --cfg: 1 override(s) composed and checked against the schema: ['trainer.beta=0.1']\n"
     )
     # Hydra never saw the flags: the same config, read as YAML
-    assert plain.stdout == verbose.stdout == quiet.stdout and yaml.safe_load(plain.stdout)["trainer"]["beta"] == 0.1
+    assert verbose.stdout == quiet.stdout and yaml.safe_load(verbose.stdout)["trainer"]["beta"] == 0.1
 
 
 def test_a_refused_override_is_one_line_under_every_flag(tmp_path: Path) -> None:
@@ -151,21 +153,21 @@ def test_a_multirun_under_q_shows_no_sweep_table_but_its_error(tmp_path: Path) -
 def test_validate_under_v_logs_plain_lines_to_the_console_and_its_log(tmp_path: Path) -> None:
     """A Hydra job: conf/config.yaml's job_logging sends rlexp's records to the console as plain lines and to the
     run's validate.log with time and level; the report and its "wrote" line stay on stdout under every flag, and
-    stderr holds nothing but what the flags ask for (a failing preflight adds its one error line)."""
-    runs = {flag: tmp_path / (flag.strip("-") or "plain") for flag in ("", "-q", "-v")}
+    stderr holds nothing but what the flags ask for (a failing preflight adds its one error line). The same
+    command without a flag (empty stderr, no validate.log) is tests/test_validate.py's
+    test_cli_with_given_completions: one validate process fewer."""
+    runs = {flag: tmp_path / flag.strip("-") for flag in ("-q", "-v")}
     outs = {
-        flag: rlexp("validate", *([flag] if flag else []), *VALIDATE, f"hydra.run.dir={run}", cwd=tmp_path)
-        for flag, run in runs.items()
+        flag: rlexp("validate", flag, *VALIDATE, f"hydra.run.dir={run}", cwd=tmp_path) for flag, run in runs.items()
     }
     debug = f"preflight of 8 rows, completions {RECIPES / 'omi2_completions.jsonl'}"
     for flag, out in outs.items():
         assert out.returncode == 0, out.stderr[-2000:]
         assert "rlexp: preflight passed" in out.stdout and f"rlexp: wrote {runs[flag]}/validation.json" in out.stdout
         assert json.loads((runs[flag] / "validation.json").read_text())["ok"]
-    assert outs[""].stderr == outs["-q"].stderr == ""
+    assert outs["-q"].stderr == ""
     assert outs["-v"].stderr == f"rlexp: debug: {debug}\n"  # no [time][module][level] prefix on the console
     assert f"[rlexp.validate][DEBUG] - {debug}\n" in (runs["-v"] / "validate.log").read_text()
-    assert not (runs[""] / "validate.log").exists()  # nothing logged: no log file, as before
 
 
 @pytest.mark.slow

@@ -143,9 +143,13 @@ def _cli(args: list[str], run_dir: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow  # math-verify's grader pool starts for 12 completions
 def test_cli_with_given_completions(tmp_path) -> None:  # noqa: ANN001
+    """Also the no-flag case of tests/test_logging_flags.py's validate test (which runs -q and -v): nothing on
+    stderr, and no validate.log when nothing was logged."""
     proc = _cli([*OMI2, COMPLETIONS], str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "rlexp: preflight passed" in proc.stdout and "example prompt" in proc.stdout
+    assert f"rlexp: wrote {tmp_path}/validation.json" in proc.stdout
+    assert proc.stderr == "" and not (tmp_path / "validate.log").exists()  # nothing logged: no log file
     assert json.loads((tmp_path / "validation.json").read_text())["rewards"]["math"]["n"] == 12
 
 

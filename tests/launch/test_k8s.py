@@ -135,22 +135,8 @@ def test_jobs_cli_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixt
     assert isinstance(RlexpError("x"), Exception)
 
 
-def test_status_of_a_dry_run_needs_no_cluster(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
-) -> None:
-    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
-    run_dir = tmp_path / "run"
-    assert (
-        run_cli(
-            monkeypatch, "model=gemma4_e4b", "slice=v6e-32", "hydra.launcher.dry_run=true", f"hydra.run.dir={run_dir}"
-        )
-        == 0
-    )
-    capsys.readouterr()
-    assert jobs_main(["status", str(run_dir)]) == 0
-    assert capsys.readouterr().out.splitlines()[1].split()[2] == "DryRun"
-    assert jobs_main(["cancel", str(run_dir)]) == 0
-    assert "never submitted" in capsys.readouterr().out
+# The status and cancel of a dry run, with no cluster: tests/launch/test_launcher.py's
+# test_single_run_dry_run_writes_a_valid_jobset, on its dry run.
 
 
 def test_resumed_sweep_does_not_resubmit_completed_jobs(

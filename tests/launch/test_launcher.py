@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from rlexp.config.hardware import tpu_slice
+from rlexp.jobs import main as jobs_main
 from rlexp.launch.jobset_checks import check_jobset
 from tests.helpers import REPO, run_rlexp
 from tests.launch.conftest import run_cli
@@ -36,7 +37,7 @@ def test_single_run_dry_run_writes_a_valid_jobset(
     slice_name: str,
     topology: str,
 ) -> None:
-    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))  # a dry run, its status and cancel need no cluster
     run_dir = tmp_path / "run"
     rc = run_cli(
         monkeypatch, f"model={model}", f"slice={slice_name}", "hydra.launcher.dry_run=true", f"hydra.run.dir={run_dir}"
@@ -52,6 +53,11 @@ def test_single_run_dry_run_writes_a_valid_jobset(
     assert worker["template"]["spec"]["nodeSelector"]["cloud.google.com/gke-tpu-topology"] == topology
     assert (run_dir / "config.resolved.yaml").exists() and (run_dir / "launcher.json").exists()
     assert not (run_dir / "metrics.jsonl").exists()  # nothing trained on this machine
+    capsys.readouterr()
+    assert jobs_main(["status", str(run_dir)]) == 0
+    assert capsys.readouterr().out.splitlines()[1].split()[2] == "DryRun"
+    assert jobs_main(["cancel", str(run_dir)]) == 0
+    assert "never submitted" in capsys.readouterr().out
 
 
 def test_multirun_3x2_gives_6_distinct_manifests(tmp_path: Path, make_launcher: object) -> None:

@@ -89,11 +89,17 @@ def test_only_valid_names_are_used_verbatim(run_name: str, verbatim: bool) -> No
 
 
 def test_pathways_images_pinned_and_proxy_flags_reach_the_proxy(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
     monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("RLEXP_IMAGE", raising=False)
     assert run_cli(monkeypatch, *OMI2, "hydra.launcher.dry_run=true", f"hydra.run.dir={tmp_path / 'a'}") == 0
+    out = capsys.readouterr().out  # a single launch's dry run prints its cost estimate, no sweep's
+    assert "rlexp: cost estimate for gemma4_e4b on v6e-32: 500 steps x" in out and "chip-hours x $2.70" in out
+    assert "for the sweep" not in out
+    assert yaml.safe_load((tmp_path / "a" / "jobset.yaml").read_text())["kind"] == "JobSet"
     head = _head(yaml.safe_load((tmp_path / "a" / "jobset.yaml").read_text()))
+    assert head["containers"][0]["image"] == "rlexp:latest"  # a dry run may use the placeholder (see below)
     sidecars = {c["name"]: c for c in head["initContainers"]}
     js = yaml.safe_load((tmp_path / "a" / "jobset.yaml").read_text())
     (worker,) = js["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]["containers"]
@@ -141,8 +147,7 @@ def test_submitting_the_placeholder_image_is_refused(
     assert len(err.splitlines()) == 1
     assert err.startswith("rlexp: error: hydra.launcher.image='rlexp:latest': the placeholder")
     assert not api.requests  # refused before the cluster is contacted
-    # a dry run may use it; a pushed image may be submitted
-    assert run_cli(monkeypatch, *OMI2, "hydra.launcher.dry_run=true", f"hydra.run.dir={tmp_path / 'b'}") == 0
+    # a pushed image may be submitted; a dry run may use the placeholder: test_pathways_images_pinned_and_...
     assert run_cli(monkeypatch, *OMI2, f"hydra.launcher.image={TEST_IMAGE}", f"hydra.run.dir={tmp_path / 'c'}") == 0
     assert _head(api.jobsets[("default", "omi2-r1")])["containers"][0]["image"] == TEST_IMAGE
 
@@ -159,39 +164,20 @@ def test_launch_dry_run_prints_each_run_and_the_sweep(
     assert "rlexp: cost estimate for the sweep: 2 runs, 96.0 chip-hours, $259.20" in out
 
 
-def test_single_launch_dry_run_prints_the_estimate(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
-) -> None:
-    monkeypatch.delenv("KUBECONFIG", raising=False)
-    assert (
-        run_cli(monkeypatch, "experiment=gemma4_e4b_omi2", "hydra.launcher.dry_run=true", f"hydra.run.dir={tmp_path}")
-        == 0
-    )
-    out = capsys.readouterr().out
-    assert "rlexp: cost estimate for gemma4_e4b on v6e-32: 500 steps x" in out and "chip-hours x $2.70" in out
-    assert "for the sweep" not in out
-    assert yaml.safe_load((tmp_path / "jobset.yaml").read_text())["kind"] == "JobSet"
+# the launcher's env wins over the preset's
+ENV_OVER = "+hydra.launcher.env.TOKENIZERS_PARALLELISM=off"
 
 
-@pytest.mark.parametrize(
-    ("preset", "expected"),
-    [
-        ("gemma4_e4b_omi2", {"RPA_D_BLOCK_SIZES": "1,1024,1,512", "VLLM_ENGINE_READY_TIMEOUT_S": "7200"}),
-        ("gpt_oss_20b_gsm8k", {"MODEL_IMPL_TYPE": "flax_nnx", "SKIP_JAX_PRECOMPILE": "1"}),
-        ("gemma4_26b_a4b_omi2", {"RPA_D_BLOCK_SIZES": "1,1024,1,512", "TPU_BACKEND_TYPE": "jax"}),
-        ("qwen3_30b_a3b_omi2", {"SKIP_JAX_PRECOMPILE": "1"}),
-    ],
-)
-def test_the_seeds_process_env_reaches_the_rlexp_container(
-    preset: str, expected: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _seed_dry_run(preset: str, run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
+    """The preset's JobSet, rendered by `python -m rlexp experiment=<preset> hydra.launcher.dry_run=true`."""
     monkeypatch.delenv("KUBECONFIG", raising=False)
-    over = ["+hydra.launcher.env.TOKENIZERS_PARALLELISM=off"]  # the launcher's env wins over the preset's
-    assert (
-        run_cli(monkeypatch, f"experiment={preset}", "hydra.launcher.dry_run=true", *over, f"hydra.run.dir={tmp_path}")
-        == 0
-    )
-    (rlexp,) = [c for c in _head(yaml.safe_load((tmp_path / "jobset.yaml").read_text()))["containers"]]
+    args = [f"experiment={preset}", "hydra.launcher.dry_run=true", ENV_OVER, f"hydra.run.dir={run_dir}"]
+    assert run_cli(monkeypatch, *args) == 0
+    return yaml.safe_load((run_dir / "jobset.yaml").read_text())
+
+
+def _check_process_env(js: dict, expected: dict) -> None:
+    (rlexp,) = [c for c in _head(js)["containers"]]
     names = [e["name"] for e in rlexp["env"]]
     assert len(names) == len(set(names))  # one entry a variable
     env = {e["name"]: e["value"] for e in rlexp["env"] if "value" in e}
@@ -200,16 +186,37 @@ def test_the_seeds_process_env_reaches_the_rlexp_container(
 
 
 @pytest.mark.parametrize(
-    ("preset", "server_digest", "experts"),
-    [("gemma4_26b_a4b_omi2", "@sha256:d03068b3", 8), ("qwen3_30b_a3b_omi2", "@sha256:d03068b3", 1)],
+    ("preset", "expected"),
+    [
+        ("gemma4_e4b_omi2", {"RPA_D_BLOCK_SIZES": "1,1024,1,512", "VLLM_ENGINE_READY_TIMEOUT_S": "7200"}),
+        ("gpt_oss_20b_gsm8k", {"MODEL_IMPL_TYPE": "flax_nnx", "SKIP_JAX_PRECOMPILE": "1"}),
+    ],  # the MoE seeds' env: test_the_moe_recipes_render_v7x_jobsets, on the same dry run
+)
+def test_the_seeds_process_env_reaches_the_rlexp_container(
+    preset: str, expected: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _check_process_env(_seed_dry_run(preset, tmp_path, monkeypatch), expected)
+
+
+@pytest.mark.parametrize(
+    ("preset", "server_digest", "experts", "env"),
+    [
+        (
+            "gemma4_26b_a4b_omi2",
+            "@sha256:d03068b3",
+            8,
+            {"RPA_D_BLOCK_SIZES": "1,1024,1,512", "TPU_BACKEND_TYPE": "jax"},
+        ),
+        ("qwen3_30b_a3b_omi2", "@sha256:d03068b3", 1, {"SKIP_JAX_PRECOMPILE": "1"}),
+    ],
 )
 def test_the_moe_recipes_render_v7x_jobsets(
-    preset: str, server_digest: str, experts: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    preset: str, server_digest: str, experts: int, env: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """MaxText's two MoE scripts on v7x 4x4x4: a head and 16 workers of 4 chips each, pinned Pathways images."""
-    monkeypatch.delenv("KUBECONFIG", raising=False)
-    assert run_cli(monkeypatch, f"experiment={preset}", "hydra.launcher.dry_run=true", f"hydra.run.dir={tmp_path}") == 0
-    js = yaml.safe_load((tmp_path / "jobset.yaml").read_text())
+    """MaxText's two MoE scripts on v7x 4x4x4: a head and 16 workers of 4 chips each, pinned Pathways images, the
+    seed's process env in the rlexp container."""
+    js = _seed_dry_run(preset, tmp_path, monkeypatch)
+    _check_process_env(js, env)
     worker_job = js["spec"]["replicatedJobs"][1]["template"]["spec"]
     pod = worker_job["template"]["spec"]
     (worker,) = pod["containers"]
