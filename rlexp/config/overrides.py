@@ -235,6 +235,5 @@ def _field_node(owner: type, name: str) -> Any:
 
     from omegaconf import OmegaConf
 
-    (hint,) = [f.type for f in dataclasses.fields(owner) if f.name == name]
-    hint = typing.get_type_hints(owner)[name] if isinstance(hint, str) else hint
+    hint = typing.get_type_hints(owner)[name]
     return OmegaConf.structured(dataclasses.make_dataclass(owner.__name__, [(name, hint)]))
