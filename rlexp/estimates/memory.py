@@ -4,9 +4,10 @@ Pure Python (no JAX): the preflight, the launcher dry run and `--cfg` call it be
 read. The trainer shards every weight over all its devices (fsdp x tp), keeps AdamW's two moments
 in the parameter dtype, and holds a frozen reference copy when the loss needs one (`reference_copy`: with LoRA the
 reference is the frozen base itself) or the algorithm's own model in that role (its spec's `reference_model`: OPD's
-teacher), and a critic when the algorithm trains one (`needs_critic`). The rollout KV cache holds batch_size x
-num_generations sequences of prompt + completion tokens (`lengths`: the config's caps, or an environment's own
-prompt and turn lengths), split over the data-parallel devices that sample. Bounded staleness (trainer.off_policy)
+teacher), and a critic when the algorithm trains one (`needs_critic`). The rollout KV cache holds one sampling
+call's sequences (`TrainerConfig.rollout_prompts()` x num_generations) of prompt + completion tokens (`lengths`:
+the config's caps, or an environment's own prompt and turn lengths), split over the data-parallel devices that
+sample. Bounded staleness (trainer.off_policy)
 adds its queued batches (`off_policy`) to the trainer's chip and, with rollout devices of their own, a staged copy of
 the weights to each of them. `activations` is a rough bound for one training micro-batch (logits dominate for large
 vocabularies), not a measurement. The model's terms (`model_terms`: weights, adapter weights, cache per sequence)
@@ -63,10 +64,11 @@ def estimate_memory(cfg: RlexpConfig, lengths: Lengths | None = None) -> dict[st
     critic = 4 * (n_params + m.embed_dim + 1) * p_bytes // chips if spec.needs_critic else 0
     tokens = n.prompt + n.completion
     sequences = t.batch_size * t.num_generations
+    sampled = t.rollout_prompts() * t.num_generations  # the sequences of one sampling call, whose KV cache is held
     sampler_dp = s.rollout_devices // tp if s.rollout_devices else fsdp
     # agent=tools: a later turn's prompt holds the episode so far, and the cache room for one more whole turn
     turn = n.per_turn() + 16 if cfg.agent.kind == "tools" else 0
-    kv_cache = kv_cache_bytes_per_sequence(m, tokens + turn) * -(-sequences // max(sampler_dp, 1)) // tp
+    kv_cache = kv_cache_bytes_per_sequence(m, tokens + turn) * -(-sampled // max(sampler_dp, 1)) // tp
     micro = t.micro_batch_size * t.num_generations if t.micro_batch_size else sequences  # sequences per pass
     micro_per_chip = -(-micro // fsdp)
     layer_io = (1 if m.remat == "full" else 12) * micro_per_chip * tokens * m.embed_dim * BYTES[m.dtype]

@@ -32,3 +32,12 @@ def test_the_cost_counts_the_micro_batched_rollout_s_calls() -> None:
     )
     assert whole["step_time_source"].startswith("roofline")
     assert micro["step_time_s"] > whole["step_time_s"]
+
+
+def test_the_kv_cache_holds_one_sampling_call() -> None:
+    """Tunix allocates the cache per sampling call: a quarter of the batch a call, a quarter of the cache."""
+    from rlexp.estimates.memory import estimate_memory
+
+    whole, micro = (estimate_memory(compose_conf(o)) for o in ([], ["trainer.rollout_micro_batch_size=2"]))
+    assert micro["kv_cache"] * 4 == whole["kv_cache"] > 0
+    assert micro["activations"] == whole["activations"]  # a training pass still takes the whole batch
