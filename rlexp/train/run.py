@@ -120,9 +120,11 @@ def setup_jax(conf: RlexpConfig, memory: dict[str, Any] | None = None) -> None:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
         if jax.process_count() > 1:
-            from rlexp.fixes.jax_cache_keys import share_cpu_cache_keys
+            from rlexp.fixes.jax_cache_keys import share_compiled_programs, share_cpu_cache_keys
 
-            share_cpu_cache_keys()  # processes other than 0 hit the entries process 0 writes (rlexp.fixes.jax_cache_keys)
+            # processes other than 0 hit the entries process 0 writes, and on one host take the binaries it compiles
+            if share_cpu_cache_keys():
+                share_compiled_programs(cache)
     perf.apply(patches)  # rlexp.perf: the speed work on Tunix's code paths, each patch guarded
 
 
