@@ -226,14 +226,25 @@ def check_command_line(argv: list[str]) -> None:
     global _checked
     if argv == _checked:
         return
-    from rlexp.compat.hydra import command_line
+    from rlexp.compat.hydra import command_line, compose_once
     from rlexp.config.load import CONF_DIR
-    from rlexp.config.overrides import check_overrides
+    from rlexp.config.overrides import check_overrides, may_set_hydra_mode
 
     parsed = command_line(argv)
     if parsed is not None:
         check_overrides(parsed[0], CONF_DIR, multirun=parsed[1])
     _checked = list(argv)
+    global _modeless
+    _modeless = parsed[0] if parsed is not None and not may_set_hydra_mode(parsed[0]) else None
+    compose_once(_mode_unset)
+
+
+_modeless: list[str] | None = None  # the checked command's overrides, when its config can set no hydra.mode
+
+
+def _mode_unset(overrides: list[str]) -> bool:
+    """Hydra's get_mode asks for the checked command's own overrides, whose config sets no mode."""
+    return _modeless is not None and overrides == _modeless
 
 
 def _interrupted() -> NoReturn:

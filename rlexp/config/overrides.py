@@ -29,6 +29,28 @@ _LISTS = {int: "integers, e.g. [1,2]", float: "floats, e.g. [0.5,1]", bool: "boo
 _LISTS[str] = "strings, e.g. [a,b]"
 # keys the schema types `Any` because OmegaConf has no type for what they take: the reason a value is refused
 OWN_CHECKS = {"trainer.eval_k": eval_k_refusal}
+# the groups whose options set `hydra.mode` (the sweep presets: MULTIRUN); tests/config/test_hydra_mode.py scans
+# conf/ and the launchers' configs for any other
+MODE_GROUPS = ("sweep",)
+
+
+def may_set_hydra_mode(overrides: Sequence[str]) -> bool:
+    """Whether composing rlexp's config with these overrides can set `hydra.mode`: an override of `hydra.mode`,
+    of Hydra's config search path (configs from elsewhere), an option of a group in MODE_GROUPS, a `key@package`
+    or an override the parser refuses. False means the composed config sets no mode (rlexp.compat.hydra.compose_once)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    parser = OverridesParser.create()
+    for text in overrides:
+        try:
+            (override,) = parser.parse_overrides([text])
+        except OverrideParseException:
+            return True
+        key = override.key_or_group
+        if override.package is not None or key in MODE_GROUPS or key.startswith(("hydra.mode", "hydra.searchpath")):
+            return True
+    return False
 
 
 def check_overrides(overrides: Sequence[str], conf_dir: str, *, multirun: bool = False) -> None:
