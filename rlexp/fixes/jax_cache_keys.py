@@ -9,7 +9,7 @@ With the keys shared, `share_compiled_programs` goes one step further where ever
 and reads the same cache folder: a program that spans the processes is compiled by process 0 alone, which hands
 the binary to the others through JAX's coordination service (`jax_share_binary_between_hosts`), instead of each
 process compiling the same program beside it: the two-process training test on a cold cache took 93 CPU-s
-without it and 72 with it (2 cores).
+without it and 72 with it (AMD EPYC, 2 cores).
 
 Applied by the run's JAX set-up (rlexp.train.run) when the compile cache is on; `compile_cache.enabled=false` runs
 without it. Guarded by the source fingerprint of the JAX function it replaces (rlexp.compat.patching).
