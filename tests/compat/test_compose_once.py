@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import glob
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,7 @@ from rlexp.compat import patching
 from rlexp.compat.hydra import COMPOSE_ONCE, COMPOSE_ONCE_SWITCH
 from rlexp.config.load import CONF_DIR, register_configs
 from rlexp.config.overrides import MODE_GROUPS, may_set_hydra_mode
-from tests.helpers import REPO
+from tests.helpers import REPO, rlexp_command, rlexp_env
 
 COMMANDS = [
     [],
@@ -88,3 +90,27 @@ def test_the_checked_command_skips_the_mode_compose_and_the_switch_brings_it_bac
     finally:
         patching.uninstall(COMPOSE_ONCE)
         cli._checked = None
+
+
+COUNTING = """import sys
+from hydra._internal.hydra import Hydra
+_compose = Hydra.compose_config
+def compose_config(self, *args, **kwargs):
+    sys.stderr.write("counted: a compose\\n")
+    return _compose(self, *args, **kwargs)
+Hydra.compose_config = compose_config
+"""
+
+
+@pytest.mark.parametrize(("switch", "composes"), [("1", 1), ("0", 2)])
+def test_the_users_command_composes_once(switch: str, composes: int, tmp_path: Path) -> None:
+    """`python -m rlexp trainer.max_steps=-1` as typed (refused once composed, exit 2): Hydra composes its config
+    once; with RLEXP_HYDRA_COMPOSE_ONCE=0, twice (get_mode's, then the run's). A sitecustomize counts the composes."""
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(COUNTING)
+    env = rlexp_env({**os.environ, COMPOSE_ONCE_SWITCH: switch})
+    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], str(tmp_path / "site")])
+    cmd = rlexp_command("trainer.max_steps=-1", f"hydra.run.dir={tmp_path / 'run'}")
+    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "rlexp: error: trainer.max_steps=-1" in done.stderr, done.stderr
+    assert done.stderr.count("counted: a compose") == composes, done.stderr
