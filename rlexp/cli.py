@@ -222,8 +222,9 @@ _checked: list[str] | None = None  # the command line check_command_line passed 
 
 def check_command_line(argv: list[str]) -> None:
     """Refuse a Hydra app's command line before Hydra composes it: an override's grammar, group option, key or
-    value type (rlexp.config.overrides), one ConfigError whatever Hydra's wording. Once per command line."""
-    global _checked
+    value type (rlexp.config.overrides), one ConfigError whatever Hydra's wording. Once per command line. A line
+    whose config can set no `hydra.mode` then spares Hydra its mode-reading compose (rlexp.compat.hydra.compose_once)."""
+    global _checked, _modeless
     if argv == _checked:
         return
     from rlexp.compat.hydra import command_line, compose_once
@@ -234,7 +235,6 @@ def check_command_line(argv: list[str]) -> None:
     if parsed is not None:
         check_overrides(parsed[0], CONF_DIR, multirun=parsed[1])
     _checked = list(argv)
-    global _modeless
     _modeless = parsed[0] if parsed is not None and not may_set_hydra_mode(parsed[0]) else None
     compose_once(_mode_unset)
 

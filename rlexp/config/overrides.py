@@ -29,7 +29,7 @@ _LISTS = {int: "integers, e.g. [1,2]", float: "floats, e.g. [0.5,1]", bool: "boo
 _LISTS[str] = "strings, e.g. [a,b]"
 # keys the schema types `Any` because OmegaConf has no type for what they take: the reason a value is refused
 OWN_CHECKS = {"trainer.eval_k": eval_k_refusal}
-# the groups whose options set `hydra.mode` (the sweep presets: MULTIRUN); tests/config/test_hydra_mode.py scans
+# the groups whose options set `hydra.mode` (the sweep presets: MULTIRUN); tests/compat/test_compose_once.py scans
 # conf/ and the launchers' configs for any other
 MODE_GROUPS = ("sweep",)
 
