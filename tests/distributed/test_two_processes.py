@@ -48,9 +48,10 @@ def start_two(run_dir: Path, logs: Path, overrides: tuple[str, ...] = ()) -> lis
             "JAX_COORDINATOR_PORT": port,
             "JAX_PROCESS_COUNT": "2",
             "JAX_PROCESS_ID": str(i),
+            "JAX_DEBUG_LOG_MODULES": "jax._src.compiler",  # with -v: which process compiled each program
         }
         log = open(logs / f"process{i}.log", "a")  # noqa: SIM115 - the child keeps its own descriptor
-        args = ["slice=cpu-2x1", *SHORT, *overrides, f"hydra.run.dir={run_dir}"]
+        args = ["-v", "slice=cpu-2x1", *SHORT, *overrides, f"hydra.run.dir={run_dir}"]
         procs.append(start_rlexp(*args, env=env, stdout=log, stderr=subprocess.STDOUT))
         log.close()
     return procs
@@ -131,8 +132,8 @@ def one_process(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def stopped_and_resumed(tmp_path_factory: pytest.TempPathFactory) -> StoppedAndResumed:
     """A Slurm requeue or pod eviction: SIGTERM reaches the processes a moment apart, then the job reruns. Each
-    two-process start compiles every program again on process 1 (JAX writes its compilation cache from process 0
-    only, and on CPU each process's cache key differs), most of a start's time: the tests below share this run."""
+    two-process start costs its processes' imports, traces and the programs process 0 compiles on a cold cache:
+    the tests below share this run."""
     logs = tmp_path_factory.mktemp("two")
     run_dir = logs / "run"
     procs = start_two(run_dir, logs, EVERY_STEP)
@@ -173,6 +174,22 @@ def test_sigterm_to_both_then_resume(stopped_and_resumed: StoppedAndResumed) -> 
     assert run.codes == [0, 0], tails(run.logs)
     assert f"resuming {run.run_dir} from step {stopped}" in (run.logs / "process1.log").read_text()
     assert json.loads((run.run_dir / "summary.json").read_text())["status"] == "completed"
+
+
+def test_process_1_compiles_no_program_both_run(stopped_and_resumed: StoppedAndResumed) -> None:
+    """On one host process 0 compiles each program that spans both processes, and process 1 takes the binary it
+    sends or reads the entry it wrote (rlexp.fixes.jax_cache_keys.share_compiled_programs). JAX's compiler log,
+    switched on by JAX_DEBUG_LOG_MODULES, names each program's devices before it is compiled: process 1 compiles
+    only programs of its own device (JAX caches those from process 0 alone, so every start compiles them)."""
+    devices, own_compiles, both = "", 0, 0
+    for line in (stopped_and_resumed.logs / "process1.log").read_text().splitlines():
+        if "get_compile_options: " in line and "device_assignment=" in line:
+            devices = line.partition("device_assignment=")[2]
+            both += devices.count("CpuDevice") == 2
+        elif "Not writing persistent cache entry since process_id != 0" in line:  # logged after a compile
+            assert devices.count("CpuDevice") == 1, f"process 1 compiled a program of both processes: {devices}"
+            own_compiles += 1
+    assert both > 0 and own_compiles < both, (both, own_compiles)
 
 
 def test_an_eval_and_a_checkpoint_every_step(stopped_and_resumed: StoppedAndResumed) -> None:
