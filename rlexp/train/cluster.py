@@ -10,11 +10,11 @@ from typing import Any
 
 import jax
 import numpy as np
-import optax
 from jax.sharding import AxisType
 
 from rlexp.config.derived import resolve_mesh, trainer_devices
-from rlexp.config.schema import RlexpConfig, TrainerConfig
+from rlexp.config.schema import RlexpConfig
+from rlexp.train.optimizer import build_optimizer
 from rlexp.tunix.sampler import lean_rollout_engine, uses_lean_sampler
 
 
@@ -38,25 +38,6 @@ def build_meshes(cfg: RlexpConfig) -> tuple[jax.sharding.Mesh, jax.sharding.Mesh
         return train, train
     rollout_devs = np.array(devices[n_train : cfg.slice.devices]).reshape(cfg.slice.rollout_devices, 1)
     return train, jax.sharding.Mesh(rollout_devs, ("fsdp", "tp"), axis_types=auto)
-
-
-def learning_rate_schedule(t: TrainerConfig) -> optax.Schedule:
-    """Linear warmup from 0 over warmup_ratio x max_steps, then cosine (or constant) to the end; in optimizer
-    updates, num_iterations per step (optax counts updates)."""
-    updates = t.max_steps * t.num_iterations
-    warmup = int(t.warmup_ratio * t.max_steps) * t.num_iterations
-    if t.lr_schedule == "constant":
-        decay = optax.constant_schedule(t.learning_rate)
-    else:
-        decay = optax.cosine_decay_schedule(t.learning_rate, max(1, updates - warmup), alpha=t.final_lr_ratio)
-    if warmup == 0:
-        return decay
-    return optax.join_schedules([optax.linear_schedule(0.0, t.learning_rate, warmup), decay], [warmup])
-
-
-def build_optimizer(t: TrainerConfig) -> optax.GradientTransformation:
-    adamw = optax.adamw(learning_rate_schedule(t), b1=t.adam_b1, b2=t.adam_b2, weight_decay=t.weight_decay)
-    return optax.chain(optax.clip_by_global_norm(t.grad_clip), adamw) if t.grad_clip > 0 else adamw
 
 
 def rollout_config(cfg: RlexpConfig, tokenizer: Any, prompt_tokens: int | None = None) -> Any:

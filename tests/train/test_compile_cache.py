@@ -1,4 +1,5 @@
-"""JAX's persistent compilation cache: filled by a run, off with one key."""
+"""JAX's persistent compilation cache: filled by a run, reused by a run with another learning-rate schedule, off
+with one key."""
 
 from __future__ import annotations
 
@@ -26,6 +27,18 @@ def test_cache_is_filled_and_can_be_switched_off(tmp_path: Path) -> None:
     out = run_rlexp(*args)
     assert out.returncode == 0, out.stderr[-2000:]
     assert len(list((tmp_path / "cache-on").iterdir())) > 10  # every jitted program of the run
+    # another length, peak rate, warmup and schedule kind run the same train step: the schedule's numbers are in
+    # the optimizer state (rlexp.train.optimizer), not compiled into the step
+    other = [
+        "trainer.max_steps=3",
+        "trainer.learning_rate=3e-3",
+        "trainer.warmup_ratio=0.34",
+        "trainer.lr_schedule=constant",
+    ]
+    again = run_rlexp(*args, *other, f"hydra.run.dir={tmp_path / 'other'}")
+    assert again.returncode == 0, again.stderr[-2000:]
+    steps = [p.name for p in (tmp_path / "cache-on").iterdir() if p.name.startswith("jit__train_step-")]
+    assert len(steps) == 1, steps
     # off: the run's JAX set-up (rlexp.train.run.setup_jax, what the command above ran first) in this process,
     # not a second cold training run; tests/conftest.py puts JAX's flags back after the test
     import jax
