@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def run_once(checkout: Path, cache: Path, run_dir: Path, overrides: list[str]) -> dict[str, float]:
     """One `python -m rlexp` in `checkout` (its package shadows the installed one: `-m` puts the cwd first)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WANDB_", "RLEXP_", "XLA_", "JAX_"))}
-    cmd = [sys.executable, "-m", "rlexp", f"output_dir={run_dir}", f"compile_cache.dir={cache}", *overrides]
+    cmd = [sys.executable, "-m", "rlexp", f"hydra.run.dir={run_dir}", f"compile_cache.dir={cache}", *overrides]
     with tempfile.TemporaryFile("w+") as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=checkout, env=env, stdout=subprocess.DEVNULL, stderr=err)

@@ -42,7 +42,9 @@ def test_the_default_command_trains_without_importing_transformers(tmp_path: Pat
     """
     # the suite's compile cache: SHORT's programs are compiled once for all (a cache of its own cost ~10 CPU-s), and
     # what a run imports is rlexp's code path, the same whether XLA compiles or reads its programs
-    out = run_rlexp(*SHORT, f"output_dir={tmp_path}", python=["-X", "importtime"])
+    out = run_rlexp(
+        *SHORT, f"output_dir={tmp_path}", f"hydra.run.dir={tmp_path / 'hydra'}", python=["-X", "importtime"]
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     imported = {line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines() if line.startswith("import time:")}
     assert {"jax", "tunix", "tokenizers"} <= imported  # the listing is whole: training did import its stack

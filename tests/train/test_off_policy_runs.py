@@ -35,7 +35,8 @@ def same_training(a: dict[int, dict], b: dict[int, dict], steps: range) -> None:
 def test_the_default_task_learns_with_batches_sampled_ahead(k: int, tmp_path: Path) -> None:
     """The user's command on the default task (300 steps). Measured, seed 0: pass@1 0.188 -> 0.406 at k=1,
     0.188 -> 0.400 at k=2 (on-policy: 0.188 -> 0.406)."""
-    proc = run_rlexp(f"trainer.off_policy.max_staleness={k}", "logger=none", f"output_dir={tmp_path}", timeout=1500)
+    proc = run_rlexp(f"trainer.off_policy.max_staleness={k}", "logger=none", f"output_dir={tmp_path}",
+                     f"hydra.run.dir={tmp_path / 'hydra'}", timeout=1500)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["plan"]["off_policy"]["max_staleness"] == k
@@ -58,7 +59,7 @@ def test_a_thread_on_rollout_devices_samples_what_the_colocated_queue_samples(tm
     common += ["trainer.checkpoint_every=6", "logger=none"]
     colocated, apart = tmp_path / "colocated", tmp_path / "apart"
     run(colocated, common)  # in-process, as `python -m rlexp` runs it; the thread's runs below are the command
-    devices = ["slice=cpu-4", "slice.rollout_devices=2"]
+    devices = ["slice=cpu-4", "slice.rollout_devices=2", f"hydra.run.dir={tmp_path / 'hydra'}"]
     code, rest = sigterm_at_progress(*common, *devices, f"output_dir={apart}", step_line="rlexp: step 4/12")
     assert code == 1 and "checkpoint saved; rerun the same command to resume" in rest, rest[-3000:]
     (checkpoint,) = [int(d.name) for d in (apart / "checkpoints" / "actor").iterdir() if d.name.isdigit()]

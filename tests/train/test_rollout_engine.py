@@ -171,6 +171,7 @@ def test_async_rollout_on_separate_cpu_devices_learns(tmp_path: Path) -> None:
         "trainer.eval_prompts=64",
         "logger=none",
         f"output_dir={tmp_path}",
+        f"hydra.run.dir={tmp_path / 'hydra'}",
     ]
     proc = run_rlexp(*cmd, timeout=1500)
     assert proc.returncode == 0, proc.stderr[-3000:]

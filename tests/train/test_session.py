@@ -34,6 +34,7 @@ def default_logger_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, 
         *overrides,
         "trainer.eval_samples=5",
         f"output_dir={run_dir}",
+        f"hydra.run.dir={run_dir.parent / 'hydra'}",  # Hydra's records beside the run, not in the clone
         env={**env, "JAX_LOG_COMPILES": "1"},
         python=["-X", "importtime"],
     )
@@ -69,6 +70,7 @@ def test_a_completion_budget_that_cuts_the_answers_is_named_before_the_first_ste
     the run says which key to raise before it trains on cut answers."""
     cmd = [*SHORT, "trainer.max_steps=2", "trainer.eval_every=2"]
     cmd += ["trainer.checkpoint_every=2", "trainer.max_completion_tokens=1", f"output_dir={tmp_path}"]
+    cmd += [f"hydra.run.dir={tmp_path / 'hydra'}"]
     cmd += ["trainer.eval_samples=4"]  # 16 x 4: the sampled eval runs the rollout's programs, no pair of its own
     out = run_rlexp(*cmd)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -149,7 +151,7 @@ def on_a_terminal(*args: str, timeout: float = 600) -> tuple[int, str]:
 def test_a_terminal_shows_one_progress_bar_rlexps(tmp_path: Path) -> None:
     """Tunix's trainer drew a tqdm bar of its own ("Actor Training", with loss and perplexity) on a terminal,
     overwriting rlexp's bar line by line; the console's progress is rlexp's alone."""
-    code, screen = on_a_terminal(*SHORT, f"output_dir={tmp_path}")
+    code, screen = on_a_terminal(*SHORT, f"output_dir={tmp_path}", f"hydra.run.dir={tmp_path / 'hydra'}")
     assert code == 0, screen[-3000:]
     assert "Actor Training" not in screen and "perplexity" not in screen
     assert "train: 100%" in screen and "8/8" in screen and "rlexp run tiny-arith-grpo: completed" in screen
