@@ -4,10 +4,10 @@ The run's plan (rlexp.train.plan) made every check and decision before JAX was i
 estimates); the session trusts it.
 
 1. load and render data, check max_steps against it;
-3. load tokenizer, policy and reference through the model group's loader;
-4. build Tunix's RLCluster (which restores the latest checkpoint) and learner;
-5. eval before training (or reuse it when resuming), train with step hooks, eval after;
-6. write summary.json and finish the tracker, whatever happened.
+2. load tokenizer and policy through the model group's loader, the reference as an on-device copy of the policy;
+3. build Tunix's RLCluster (which restores the latest checkpoint) and learner;
+4. eval before training (or reuse it when resuming), train with step hooks, eval after;
+5. write summary.json and finish the tracker, whatever happened.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ class TrainingSession:
 
     def _load_models(self) -> tuple[Any, Any]:
         """The policy and the reference model (None when the policy's frozen base or nothing serves as it)."""
-        from rlexp.families.load import load_model
+        from rlexp.families.load import copy_model, load_model
         from rlexp.train.cluster import build_meshes
 
         self.meshes = build_meshes(self.conf)
@@ -118,7 +118,7 @@ class TrainingSession:
 
             # Only the adapters train; the frozen base they sit on is the reference policy itself.
             return apply_lora(base, t.lora, self.meshes[0], seed=self.conf.seed), base if own is None else own
-        reference = load_model(self.conf.model, self.meshes[0]) if reference_copy(t) else None
+        reference = copy_model(base) if reference_copy(t) else None  # on device, not read from disk again
         return base, reference if own is None else own
 
     def _load_critic(self) -> Any:
