@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from rlexp.checks import check_config
@@ -52,8 +54,9 @@ def test_the_default_is_single_turn() -> None:
 
 
 @pytest.mark.slow
-def test_the_command_refuses_max_turns_0_in_one_line() -> None:
-    proc = run_rlexp("experiment=tools_demo", "agent.max_turns=0")
+def test_the_command_refuses_max_turns_0_in_one_line(tmp_path: Path) -> None:
+    # a run dir of its own: Hydra makes it before the refusal, and it is not the clone's outputs/
+    proc = run_rlexp("experiment=tools_demo", "agent.max_turns=0", f"hydra.run.dir={tmp_path / 'run'}")
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert lines == ["rlexp: error: agent.max_turns=0: an episode needs at least 1 model turn; use 1 or more"]

@@ -120,7 +120,8 @@ def test_the_command_refuses_a_teacher_with_another_tokenizer(tmp_path: Path) ->
 
 def test_validate_runs_the_teachers_rules(tmp_path: Path) -> None:
     """`rlexp validate` asks the spec too: a missing teacher is refused in one line, before any data is read."""
-    proc = run_rlexp("trainer=opd", "trainer.opd.teacher=/no/such/run", module="rlexp.validate")
+    args = ["trainer=opd", "trainer.opd.teacher=/no/such/run", f"hydra.run.dir={tmp_path / 'run'}"]
+    proc = run_rlexp(*args, module="rlexp.validate")  # a run dir of its own: Hydra makes it before the refusal
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and lines == [
         "rlexp: error: trainer.opd.teacher='/no/such/run': no such folder: give a run dir of `python -m rlexp`, "
