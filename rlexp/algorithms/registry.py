@@ -77,8 +77,9 @@ def extra_forward_passes(t: TrainerConfig) -> float:
 
 
 def reference_copy(t: TrainerConfig) -> bool:
-    """Whether a second copy of the policy's weights is loaded as the reference: the algorithm needs one, brings no
-    model of its own for that role, and no LoRA base (the frozen base the adapters sit on is the reference) serves."""
+    """Whether a second copy of the policy's weights (rlexp.families.load.copy_model) is the reference: the algorithm
+    needs one, brings no model of its own for that role, and no LoRA base (the frozen base the adapters sit on is
+    the reference) serves."""
     spec = algorithm_of(t)
     return spec.needs_reference(t) and spec.load_reference is None and t.lora.rank == 0
 
