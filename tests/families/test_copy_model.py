@@ -12,7 +12,7 @@ import pytest
 from tests.helpers import compose_conf
 
 
-@pytest.mark.parametrize("family", ["tiny", "gemma4"])
+@pytest.mark.parametrize("family", ["tiny", pytest.param("gemma4", marks=pytest.mark.slow)])
 def test_the_copy_is_a_second_read_of_the_checkpoint_in_buffers_of_its_own(family: str, tmp_path: Path) -> None:
     import jax
     import numpy as np
