@@ -5,6 +5,8 @@ step across schedules: tests/train/test_compile_cache.py)."""
 from __future__ import annotations
 
 import itertools
+import os
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -14,6 +16,7 @@ import pytest
 
 from rlexp.config.schema import TrainerConfig
 from rlexp.train.optimizer import build_optimizer, learning_rate, schedule_numbers
+from tests.helpers import SHORT, rlexp_env, run_rlexp, sigterm_at_progress
 
 
 def optax_schedule(t: TrainerConfig) -> optax.Schedule:
@@ -90,3 +93,34 @@ def test_updates_equal_optax_adamw_s_with_the_same_schedule(grad_clip: float) ->
     for want, got in zip(run(reference), run(build_optimizer(t)), strict=True):
         for name in params:
             assert np.array_equal(want[name].view(np.uint8), got[name].view(np.uint8)), name
+
+
+# A process whose optimizer is optax.adamw with its own schedule: the optimizer state every rlexp checkpoint held
+# before rlexp.train.optimizer (cluster.py imports build_optimizer after this replaced it)
+OLD_OPTIMIZER = """import optax
+import rlexp.train.optimizer as optimizer
+
+def build_optimizer(t):
+    adamw = optax.adamw(lambda count: t.learning_rate, b1=t.adam_b1, b2=t.adam_b2, weight_decay=t.weight_decay)
+    return optax.chain(optax.clip_by_global_norm(t.grad_clip), adamw) if t.grad_clip > 0 else adamw
+
+optimizer.build_optimizer = build_optimizer
+"""
+
+
+@pytest.mark.slow
+def test_a_checkpoint_with_the_old_optimizer_state_is_refused_in_one_line(tmp_path: Path) -> None:
+    """A run stopped by an rlexp from before the schedule moved into the optimizer state, resumed by this one: one
+    line naming the checkpoint and what to do, not orbax's tree mismatch."""
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "sitecustomize.py").write_text(OLD_OPTIMIZER)
+    old = rlexp_env()
+    old["PYTHONPATH"] = os.pathsep.join([old["PYTHONPATH"], str(tmp_path / "old")])
+    args = [*SHORT, f"hydra.run.dir={tmp_path / 'run'}"]
+    code, rest = sigterm_at_progress(*args, step_line="rlexp: step 5/8", env=old)
+    assert code == 1 and "checkpoint saved" in rest, rest[-2000:]
+    out = run_rlexp(*args)
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 1 and len(lines) == 1 and lines[0].startswith(f"rlexp: error: {tmp_path / 'run'}"), lines
+    assert "optimizer state was written before rlexp kept the learning-rate schedule in it" in lines[0]
+    assert "resume with the rlexp that wrote it" in lines[0]
