@@ -161,6 +161,27 @@ def newest_step(run_dir: str) -> int:
     return max((int(n) for n in names if n.isdigit()), default=0)
 
 
+def check_optimizer_layout(run_dir: str) -> None:
+    """Refuse, before JAX is imported, a newest checkpoint whose optimizer state has optax.adamw's own layout (no
+    `schedule` entries), as every checkpoint written before rlexp.train.optimizer has: orbax would refuse it after
+    the models loaded, as a tree that does not match."""
+    step = newest_step(run_dir)
+    if not step:
+        return
+    step_dir = storage.join(run_dir, "checkpoints", "actor", str(step))
+    text = storage.read_text(storage.join(step_dir, "optimizer_state", "_METADATA"))  # absent: LoRA-only steps
+    try:
+        tree = json.loads(text or "").get("tree_metadata", {})
+    except (ValueError, AttributeError):  # unreadable: the restore's own error names it
+        return
+    if tree and not any("'schedule'" in key for key in tree):
+        raise RunError(
+            f"{step_dir}: its optimizer state was written before rlexp kept the learning-rate schedule in it "
+            "(rlexp.train.optimizer), so this rlexp cannot resume it; resume with the rlexp that wrote it or "
+            "choose another hydra.run.dir (`rlexp eval` and `rlexp export` still read its weights)"
+        )
+
+
 def fall_back_to_restorable(run_dir: str, *, can_move: bool) -> dict[int, str]:
     """Make the newest checkpoint of `run_dir` a restorable one, or raise RunError in one line; returns the
     damaged steps it set aside, and why.
@@ -217,17 +238,6 @@ def _from_orbax(err: BaseException) -> bool:
     return False
 
 
-def _optimizer_state_without_schedule(step_dir: str) -> bool:
-    """Whether the step's optimizer state has the layout of optax.adamw's own schedule (no `schedule` entries), as
-    every checkpoint written before rlexp.train.optimizer has: orbax refuses it as a tree that does not match."""
-    text = storage.read_text(storage.join(step_dir, "optimizer_state", "_METADATA"))
-    try:
-        tree = json.loads(text or "").get("tree_metadata", {})
-    except (ValueError, AttributeError):
-        return False
-    return bool(tree) and not any("'schedule'" in key for key in tree)
-
-
 @contextlib.contextmanager
 def restorable(run_dir: str) -> Iterator[None]:
     """Around building the Tunix cluster (which restores the newest checkpoint; the run's plan set damaged
@@ -240,12 +250,6 @@ def restorable(run_dir: str) -> Iterator[None]:
         if not _from_orbax(err) or not storage.list_dirs(root):
             raise
         newest = max(storage.list_dirs(root), key=lambda d: int(d.rsplit("/", 1)[-1]) if d[-1].isdigit() else -1)
-        if _optimizer_state_without_schedule(newest):
-            raise RunError(
-                f"{newest}: its optimizer state was written before rlexp kept the learning-rate schedule in it "
-                "(rlexp.train.optimizer), so this rlexp cannot resume it; resume with the rlexp that wrote it or "
-                "choose another hydra.run.dir (`rlexp eval` and `rlexp export` still read its weights)"
-            ) from err
         reason = f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"
         raise RunError(
             f"{newest}: cannot be restored ({reason}); move it aside to resume from an earlier checkpoint, "

@@ -219,12 +219,13 @@ def _job_start(conf: RlexpConfig, cfg: Any, run_dir: str, records_dir: str) -> R
     if not in_cluster_job():  # pods and Slurm jobs: their scheduler runs one job per dir
         runlock.take(run_dir)
         lock = storage.join(run_dir, runlock.LOCK)
-    from rlexp.train.checkpoints import fall_back_to_restorable, newest_step
+    from rlexp.train.checkpoints import check_optimizer_layout, fall_back_to_restorable, newest_step
     from rlexp.train.write_failure import warn_if_low_space
 
     warn_if_low_space(conf, run_dir)
     # a damaged newest checkpoint is set aside (or, when none is whole, the run stops) before JAX is imported
     set_aside = fall_back_to_restorable(run_dir, can_move=not in_cluster_job())
+    check_optimizer_layout(run_dir)
     return RunPlan(
         TRAIN, run_dir, records_dir, resume_step=newest_step(run_dir), set_aside=tuple(set_aside.items()), lock=lock
     )

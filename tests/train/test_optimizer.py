@@ -111,7 +111,7 @@ optimizer.build_optimizer = build_optimizer
 @pytest.mark.slow
 def test_a_checkpoint_with_the_old_optimizer_state_is_refused_in_one_line(tmp_path: Path) -> None:
     """A run stopped by an rlexp from before the schedule moved into the optimizer state, resumed by this one: one
-    line naming the checkpoint and what to do, not orbax's tree mismatch."""
+    line naming the checkpoint and what to do, before JAX starts, not orbax's tree mismatch after the models load."""
     (tmp_path / "old").mkdir()
     (tmp_path / "old" / "sitecustomize.py").write_text(OLD_OPTIMIZER)
     old = rlexp_env()
@@ -119,8 +119,10 @@ def test_a_checkpoint_with_the_old_optimizer_state_is_refused_in_one_line(tmp_pa
     args = [*SHORT, f"hydra.run.dir={tmp_path / 'run'}"]
     code, rest = sigterm_at_progress(*args, step_line="rlexp: step 5/8", env=old)
     assert code == 1 and "checkpoint saved" in rest, rest[-2000:]
-    out = run_rlexp(*args)
-    lines = out.stderr.strip().splitlines()
+    out = run_rlexp(*args, python=["-X", "importtime"])
+    imported = {x.rsplit("|", 1)[-1].strip() for x in out.stderr.splitlines() if x.startswith("import time:")}
+    assert "jax" not in imported  # refused by the run's plan, before JAX and the models load
+    lines = [x for x in out.stderr.strip().splitlines() if not x.startswith("import time:")]
     assert out.returncode == 1 and len(lines) == 1 and lines[0].startswith(f"rlexp: error: {tmp_path / 'run'}"), lines
     assert "optimizer state was written before rlexp kept the learning-rate schedule in it" in lines[0]
     assert "resume with the rlexp that wrote it" in lines[0]
