@@ -223,7 +223,8 @@ _checked: list[str] | None = None  # the command line check_command_line passed 
 def check_command_line(argv: list[str]) -> None:
     """Refuse a Hydra app's command line before Hydra composes it: an override's grammar, group option, key or
     value type (rlexp.config.overrides), one ConfigError whatever Hydra's wording. Once per command line. A line
-    whose config can set no `hydra.mode` then spares Hydra its mode-reading compose (rlexp.compat.hydra.compose_once)."""
+    whose config can set no `hydra.mode` then spares Hydra its mode-reading compose
+    (rlexp.compat.hydra.compose_once)."""
     global _checked, _modeless
     if argv == _checked:
         return

@@ -138,8 +138,9 @@ def compose_once(mode_unset: Callable[[list[str]], bool]) -> None:
     Why: for one run Hydra composes the whole config twice, first only to read `hydra.mode` (get_mode), then to run
     it. Skipping the first took a refused command that composes from 0.80 to 0.66 CPU-s (AMD EPYC, 2 cores), and
     every command starts that much sooner. The answer is None whenever the config sets no `hydra.mode`, and a
-    composition that fails answers None too, so skipping it changes nothing Hydra does next. Guarded by the fingerprint of Hydra 1.3.8's get_mode; the environment variable RLEXP_HYDRA_COMPOSE_ONCE=0
-    leaves Hydra's own. Installing again keeps the first `mode_unset`: pass one that reads the current command."""
+    composition that fails answers None too, so skipping it changes nothing Hydra does next. Guarded by the
+    fingerprint of Hydra 1.3.8's get_mode; the environment variable RLEXP_HYDRA_COMPOSE_ONCE=0 leaves Hydra's own.
+    Installing again keeps the first `mode_unset`: pass one that reads the current command."""
     import os
 
     from hydra._internal.hydra import Hydra

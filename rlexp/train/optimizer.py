@@ -59,19 +59,20 @@ def schedule_numbers(t: TrainerConfig) -> dict[str, np.ndarray]:
     }
 
 
-def learning_rate(count: jax.Array, hp: dict[str, jax.Array]) -> jax.Array:
+def learning_rate(count: jax.Array, schedule: dict[str, jax.Array]) -> jax.Array:
     """The rate of update `count` (int32): optax.join_schedules([linear warmup from 0, decay], [warmup]), in the
     operations of its compiled program (schedule_numbers)."""
-    peak, warmup = hp["peak_learning_rate"], hp["warmup_updates"]
+    peak, warmup = schedule["peak_learning_rate"], schedule["warmup_updates"]
     # optax.linear_schedule(0.0, peak, warmup): (1 - clip(count, 0, T) / T) * (0 - peak) + peak; the where below
     # never takes it when warmup is 0 (optax then had no warmup schedule at all), so T is kept >= 1
     done = jnp.clip(count, 0, jnp.maximum(warmup, 1)).astype(jnp.float32)
-    warm = (1 - done * hp["inverse_warmup_updates"]) * (-peak) + peak
+    warm = (1 - done * schedule["inverse_warmup_updates"]) * (-peak) + peak
     # optax.cosine_decay_schedule(peak, decay_updates, alpha) at count - warmup (exponent 1):
     # peak * ((1 - alpha) * 0.5 * (1 + cos(pi * min(count, T) / T)) + alpha)
-    angle = jnp.minimum((count - warmup).astype(jnp.float32), hp["decay_updates"]) * hp["radians_per_update"]
-    cosine = ((jnp.cos(angle) + 1) * hp["half_decay_span"] + hp["final_lr_ratio"]) * peak
-    decay = jnp.where(hp["cosine"] > 0, cosine, peak)
+    decayed = jnp.minimum((count - warmup).astype(jnp.float32), schedule["decay_updates"])
+    angle = decayed * schedule["radians_per_update"]
+    cosine = ((jnp.cos(angle) + 1) * schedule["half_decay_span"] + schedule["final_lr_ratio"]) * peak
+    decay = jnp.where(schedule["cosine"] > 0, cosine, peak)
     return jnp.where(count < warmup, warm, decay)
 
 
