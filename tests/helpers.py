@@ -93,6 +93,28 @@ def start_rlexp(
     return subprocess.Popen(rlexp_command(*args, module=module, python=python), cwd=cwd, env=rlexp_env(env), **kwargs)
 
 
+def ctrl_c_twice(proc: subprocess.Popen) -> None:
+    """Two Ctrl-C, the second once the first was delivered: the kernel keeps one pending SIGINT, so two sent
+    before the process ran (a loaded machine) would be one. A person's second press comes far later."""
+    import time
+
+    proc.send_signal(signal.SIGINT)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and _sigint_pending(proc.pid):
+        time.sleep(0.002)
+    time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+
+
+def _sigint_pending(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    masks = [int(ln.split()[1], 16) for ln in status.splitlines() if ln.startswith(("ShdPnd:", "SigPnd:"))]
+    return any(m & (1 << (signal.SIGINT - 1)) for m in masks)
+
+
 _COMPOSED: dict[tuple[str, ...], DictConfig] = {}
 
 

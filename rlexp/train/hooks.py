@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
-import signal
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +20,7 @@ from rlexp.train.collectives import settle
 from rlexp.tunix.trainer import publish_pending_train_metrics, trains_lora_only
 
 if TYPE_CHECKING:
+    from rlexp.train.graceful_stop import GracefulStop
     from rlexp.train.metrics import MetricsCollector
     from rlexp.train.stepclock import StepClock
 
@@ -57,83 +56,6 @@ class StopTraining(Exception):
     def __init__(self, reason: str, cause: BaseException | None = None) -> None:
         super().__init__(reason)
         self.reason, self.cause = reason, cause
-
-
-class GracefulStop:
-    """SIGTERM / first Ctrl-C set a flag that the step hook turns into checkpoint + exit.
-
-    In a Slurm job that submitit started, its time-limit warning (`--signal=USR2@120`, the signal named by
-    SUBMITIT_PREEMPT_SIGNAL) does the same; the job then requeues itself (rlexp.train.run) and resumes.
-    """
-
-    def __init__(self, signals: tuple[signal.Signals, ...] | None = None, run_dir: str | None = None) -> None:
-        self.run_dir = run_dir  # the session's (process 0 only): a second Ctrl-C cleans its unfinished checkpoint
-        self.requested: str | None = None  # the first signal this process received while training
-        self.late: str | None = None  # a signal received after training ended (peers stopped first)
-        self.stopped: str | None = None  # why training stopped early when a signal stopped it, on any process
-        self.signals = signals if signals is not None else stop_signals()
-        self._old: dict[int, Any] = {}
-
-    def __enter__(self) -> GracefulStop:
-        for sig in self.signals:
-            try:
-                self._old[sig] = signal.signal(sig, self._handle)
-            except ValueError:  # not the main thread (e.g. inside a launcher worker): no handler
-                pass
-        return self
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        if self.requested and signum == signal.SIGINT:
-            self._stop_now()  # second Ctrl-C
-        self.requested = self.requested or signal.Signals(signum).name
-        from rlexp import train
-
-        train.stop_signal[:] = [self.requested]
-        log.warning("\n%s received; saving a checkpoint after this step", signal.Signals(signum).name)
-
-    def _stop_now(self) -> None:
-        """A second Ctrl-C ends the process now, in one line: a KeyboardInterrupt raised wherever the main thread
-        is (a GC callback, an orbax wait) was a traceback, or swallowed. The newest whole checkpoint stays; the
-        unfinished one's temp folder is removed."""
-        from rlexp.errors import RunError, print_error
-
-        if self.run_dir is not None:
-            from rlexp.train.write_failure import clean_temp
-
-            clean_temp(self.run_dir, settle_s=0.5)
-        print_error(
-            RunError(
-                f"{self.run_dir or 'the run'}: interrupted twice (Ctrl-C), stopped at once; rerun the same command to resume from its newest checkpoint"
-            )
-        )
-        os._exit(130)
-
-    def __exit__(self, *exc: Any) -> None:
-        import jax
-
-        for sig, old in self._old.items():
-            if sig != signal.SIGINT and jax.process_count() > 1:
-                # A peer may have ended training before this process's own SIGTERM arrives; dying
-                # of it now, before jax.distributed's shutdown barrier, would make the peers abort
-                # there after the heartbeat timeout. The run's files are written: finish normally.
-                signal.signal(sig, self._after_training)
-                continue
-            signal.signal(sig, old)
-
-    def _after_training(self, signum: int, frame: Any) -> None:
-        self.late = self.late or signal.Signals(signum).name
-        log.warning("\n%s received after training; finishing", signal.Signals(signum).name)
-
-
-def stop_signals() -> tuple[signal.Signals, ...]:
-    """SIGTERM and SIGINT; in a submitit Slurm job also its time-limit signal (USR2 unless
-    SUBMITIT_PREEMPT_SIGNAL says otherwise), which submitit itself would answer by exiting mid-step."""
-    out = (signal.SIGTERM, signal.SIGINT)
-    if os.environ.get("SUBMITIT_EXECUTOR") == "slurm":
-        extra = getattr(signal, "SIG" + os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2"), None)
-        if isinstance(extra, signal.Signals) and extra not in out:
-            out = (*out, extra)
-    return out
 
 
 @dataclasses.dataclass(frozen=True)

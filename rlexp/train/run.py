@@ -20,7 +20,7 @@ from rlexp.perf.malloc import LARGE_BUFFER, reuse_freed_memory
 from rlexp.train import distributed, heap, rundir
 
 if TYPE_CHECKING:
-    from rlexp.train.hooks import GracefulStop
+    from rlexp.train.graceful_stop import GracefulStop
     from rlexp.train.plan import RunPlan
 
 
@@ -138,7 +138,7 @@ def train(plan: RunPlan, conf: RlexpConfig, cfg: DictConfig) -> float:
         setup_jax(conf, plan.memory)
         import jax
 
-        from rlexp.train.hooks import GracefulStop
+        from rlexp.train.graceful_stop import GracefulStop
         from rlexp.train.session import TrainingSession
 
         stop = GracefulStop(run_dir=plan.run_dir if jax.process_index() == 0 else None)

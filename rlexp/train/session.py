@@ -54,7 +54,8 @@ from rlexp.train.run_summary import build_summary, print_summary
 from rlexp.train.stepclock import EVAL, STEP, StepClock
 
 if TYPE_CHECKING:
-    from rlexp.train.hooks import GracefulStop, StepContext
+    from rlexp.train.graceful_stop import GracefulStop
+    from rlexp.train.hooks import StepContext
     from rlexp.train.plan import RunPlan
 
 log = logging.getLogger(__name__)

@@ -64,10 +64,9 @@ def test_a_lock_of_another_host_is_not_taken(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_ctrl_c_twice_stops_at_once_in_one_line_leaving_no_unfinished_checkpoint(tmp_path: Path) -> None:
-    import signal
     import time
 
-    from tests.helpers import start_rlexp
+    from tests.helpers import ctrl_c_twice, start_rlexp
 
     run = tmp_path / "run"
     args = ["-q", "trainer.max_steps=40", "trainer.checkpoint_every=2", "trainer.eval_every=2", "logger=none"]
@@ -78,12 +77,11 @@ def test_ctrl_c_twice_stops_at_once_in_one_line_leaving_no_unfinished_checkpoint
         metrics = run / "metrics.jsonl"
         while time.monotonic() < deadline and not (metrics.exists() and '"step": 3' in metrics.read_text()):
             time.sleep(0.1)
-        proc.send_signal(signal.SIGINT)
-        time.sleep(0.02)
-        proc.send_signal(signal.SIGINT)
+        ctrl_c_twice(proc)
         _, err = proc.communicate(timeout=120)
     finally:
         proc.kill()
     errors = [ln for ln in err.splitlines() if ln.startswith("rlexp: error: ")]
     assert proc.returncode == 130 and len(errors) == 1 and "Traceback" not in err, err[-3000:]
+    assert "interrupted twice (Ctrl-C), stopped at once" in errors[0], errors
     assert not list((run / "checkpoints" / "actor").glob("*orbax-checkpoint-tmp*"))

@@ -169,7 +169,7 @@ def test_an_error_crosses_processes_with_its_fields() -> None:
 def test_the_time_limit_signal_stops_training_inside_a_slurm_job(monkeypatch: pytest.MonkeyPatch) -> None:
     import signal
 
-    from rlexp.train.hooks import stop_signals
+    from rlexp.train.graceful_stop import stop_signals
 
     monkeypatch.delenv("SUBMITIT_EXECUTOR", raising=False)
     assert stop_signals() == (signal.SIGTERM, signal.SIGINT)
@@ -203,7 +203,7 @@ def test_a_stopped_slurm_job_leaves_without_a_result_and_requeues_itself_before_
     """SIGTERM (requeue, preemption, scancel): exit 0 with no result, Slurm decides what follows. The time-limit
     warning (USR2): the same, after `scontrol requeue` of the job itself (a stand-in scontrol records the call)."""
     from rlexp.errors import RunError
-    from rlexp.train.hooks import GracefulStop
+    from rlexp.train.graceful_stop import GracefulStop
     from rlexp.train.run import leave_for_requeue
 
     calls = tmp_path / "calls"
