@@ -161,11 +161,10 @@ def newest_step(run_dir: str) -> int:
     return max((int(n) for n in names if n.isdigit()), default=0)
 
 
-def check_optimizer_layout(run_dir: str) -> None:
-    """Refuse, before JAX is imported, a newest checkpoint whose optimizer state has optax.adamw's own layout (no
-    `schedule` entries), as every checkpoint written before rlexp.train.optimizer has: orbax would refuse it after
-    the models loaded, as a tree that does not match."""
-    step = newest_step(run_dir)
+def check_optimizer_layout(run_dir: str, step: int) -> None:
+    """Refuse, before JAX is imported, a checkpoint `step` (the one the run resumes from) whose optimizer state has
+    optax.adamw's own layout (no `schedule` entries), as every checkpoint written before rlexp.train.optimizer has:
+    orbax would refuse it after the models loaded, as a tree that does not match."""
     if not step:
         return
     step_dir = storage.join(run_dir, "checkpoints", "actor", str(step))

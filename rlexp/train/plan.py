@@ -225,10 +225,9 @@ def _job_start(conf: RlexpConfig, cfg: Any, run_dir: str, records_dir: str) -> R
     warn_if_low_space(conf, run_dir)
     # a damaged newest checkpoint is set aside (or, when none is whole, the run stops) before JAX is imported
     set_aside = fall_back_to_restorable(run_dir, can_move=not in_cluster_job())
-    check_optimizer_layout(run_dir)
-    return RunPlan(
-        TRAIN, run_dir, records_dir, resume_step=newest_step(run_dir), set_aside=tuple(set_aside.items()), lock=lock
-    )
+    resume_step = newest_step(run_dir)
+    check_optimizer_layout(run_dir, resume_step)
+    return RunPlan(TRAIN, run_dir, records_dir, resume_step=resume_step, set_aside=tuple(set_aside.items()), lock=lock)
 
 
 def off_policy_plan(conf: RlexpConfig, run_dir: str, resume_step: int, memory: dict[str, Any]) -> dict[str, Any] | None:
