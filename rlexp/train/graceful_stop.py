@@ -33,7 +33,7 @@ class GracefulStop:
         self.stopped: str | None = None  # why training stopped early when a signal stopped it, on any process
         self.signals = signals if signals is not None else stop_signals()
         self._old: dict[int, Any] = {}
-        self._stopping = threading.Lock()  # held by whichever of handler and counter stops the process
+        self._stopping = threading.Lock()  # held by whichever of the counter's thread and the handler stops first
         self._counter: _SignalCounter | None = None
 
     def __enter__(self) -> GracefulStop:
@@ -48,7 +48,9 @@ class GracefulStop:
 
     def _handle(self, signum: int, frame: Any) -> None:
         if self.requested and signum == signal.SIGINT:
-            self._stop_now()  # second Ctrl-C (the counter usually got there first)
+            # a second Ctrl-C: the counter's thread usually stops first; this covers one pressed as training ends,
+            # after the counter stopped and before the handlers are put back
+            self._stop_now()
         self.requested = self.requested or signal.Signals(signum).name
         from rlexp import train
 
@@ -58,8 +60,7 @@ class GracefulStop:
     def _stop_now(self) -> None:
         """A second Ctrl-C ends the process now, in one line: a KeyboardInterrupt raised wherever the main thread
         is (a GC callback, an orbax wait) was a traceback, or swallowed. The newest whole checkpoint stays; the
-        unfinished one's temp folder is removed. Runs once: a second caller (the main thread's handler) waits here
-        until the process is gone."""
+        unfinished one's temp folder is removed. Runs once: a second caller waits here until the process is gone."""
         self._stopping.acquire()
         from rlexp.errors import RunError, print_error
 
@@ -102,15 +103,11 @@ class _SignalCounter:
         self.thread = threading.Thread(target=self._count, name="rlexp-sigint-counter", daemon=True)
 
     @classmethod
-    def start(cls, on_second_sigint: Any) -> _SignalCounter | None:
+    def start(cls, on_second_sigint: Any) -> _SignalCounter:
+        """From the main thread (as `signal.signal` before it)."""
         read_fd, write_fd = os.pipe()
         os.set_blocking(write_fd, False)  # the C-level handler must never block on a full pipe
-        try:
-            old = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
-        except ValueError:  # not the main thread
-            os.close(read_fd)
-            os.close(write_fd)
-            return None
+        old = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
         counter = cls(read_fd, write_fd, old, on_second_sigint)
         counter.thread.start()
         return counter
@@ -127,8 +124,7 @@ class _SignalCounter:
         os.close(self.read_fd)
 
     def stop(self) -> None:
-        with contextlib.suppress(ValueError):
-            signal.set_wakeup_fd(self.old_wakeup_fd)  # the handler writes to ours no more
+        signal.set_wakeup_fd(self.old_wakeup_fd)  # the handler writes to ours no more (main thread, as `start`)
         os.close(self.write_fd)
         self.thread.join(timeout=5)
 
